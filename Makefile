@@ -1,0 +1,46 @@
+# trainyard: the two set-up commands are `make up` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TRAINYARD := $(BIN)/trainyard
+# Every source file: the strict editable install links files, so a new file needs a reinstall.
+SOURCES := $(shell find src platform controller runtimes queues -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.j2' -o -name '*.json' \) 2>/dev/null) pyproject.toml
+
+.PHONY: help dev tools up down test unit status clean
+
+help:
+	@echo "make up     start the local GPU cluster with its controllers and deploy the local stack"
+	@echo "make test   run the whole test suite (builds missing tools first)"
+	@echo "make down   stop everything make up started"
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+
+$(VENV)/.installed: $(BIN)/python $(SOURCES)
+	$(BIN)/pip install -q -e '.[test,pulumi]' --config-settings editable_mode=strict
+	@touch $@
+
+dev: $(VENV)/.installed
+
+tools: dev
+	$(TRAINYARD) tools build
+
+up: tools
+	$(TRAINYARD) up
+
+down: dev
+	$(TRAINYARD) down
+
+status: dev
+	$(TRAINYARD) cluster status
+
+unit: dev
+	$(BIN)/pytest -q tests/unit
+
+test: tools
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

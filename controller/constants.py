@@ -1,0 +1,92 @@
+"""Names shared by upstream Kubeflow Trainer and everything that talks to it (labels, ports, env vars)."""
+
+GROUP = "trainer.kubeflow.org"
+STORAGE_VERSION = "v1alpha1"
+SERVED_VERSIONS = ("v1alpha1", "v2alpha1")
+API_VERSION = f"{GROUP}/{STORAGE_VERSION}"
+TRAINJOB_KIND = "TrainJob"
+TRAINING_RUNTIME_KIND = "TrainingRuntime"
+CLUSTER_TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
+RUNTIME_KINDS = (TRAINING_RUNTIME_KIND, CLUSTER_TRAINING_RUNTIME_KIND)
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+VOLCANO_PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+COSCHEDULING_PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+
+MANAGED_BY_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+LABEL_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+ANCESTOR_TRAINER = "trainer"
+DATASET_INITIALIZER = "dataset-initializer"
+MODEL_INITIALIZER = "model-initializer"
+NODE = "node"
+LAUNCHER = "launcher"
+LABEL_SUPPORT = "trainer.kubeflow.org/support"
+SUPPORT_DEPRECATED = "deprecated"
+LABEL_WEBHOOK_VALIDATION = "trainer.kubeflow.org/webhook-validation"
+INITIALIZER_VOLUME_MOUNT = "initializer"
+ENV_STORAGE_URI = "STORAGE_URI"
+
+SNAPSHOT_SUFFIX = "-runtime-snapshot"
+SNAPSHOT_KEY = "runtime"
+
+CONTAINER_TRAINER_PORT = 29500
+JOB_COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+TORCH_ENV_NUM_NODES = "PET_NNODES"
+TORCH_ENV_NPROC = "PET_NPROC_PER_NODE"
+TORCH_ENV_NODE_RANK = "PET_NODE_RANK"
+TORCH_ENV_MASTER_ADDR = "PET_MASTER_ADDR"
+TORCH_ENV_MASTER_PORT = "PET_MASTER_PORT"
+TORCH_ENV_MAX_RESTARTS = "PET_MAX_RESTARTS"
+TORCH_ENV_RDZV_BACKEND = "PET_RDZV_BACKEND"
+TORCH_ENV_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+TORCH_ENV_RDZV_ID = "PET_RDZV_ID"
+TORCH_RESERVED_ENVS = (TORCH_ENV_NUM_NODES, TORCH_ENV_NPROC, TORCH_ENV_NODE_RANK, TORCH_ENV_MASTER_ADDR, TORCH_ENV_MASTER_PORT)
+TORCH_ELASTIC_RESERVED_ENVS = (TORCH_ENV_MAX_RESTARTS, TORCH_ENV_RDZV_BACKEND, TORCH_ENV_RDZV_ENDPOINT, TORCH_ENV_RDZV_ID)
+TORCHTUNE_ENTRYPOINT = ["tune", "run"]
+
+MPI_SSH_SECRET_SUFFIX = "-mpi-ssh-auth"
+MPI_SSH_VOLUME = "mpi-ssh-auth"
+MPI_SSH_PRIVATE_KEY = "ssh-privatekey"
+MPI_SSH_PUBLIC_KEY = "ssh-publickey"
+MPI_HOSTFILE_SUFFIX = "-mpi-hostfile"
+MPI_HOSTFILE_VOLUME = "mpi-hostfile"
+MPI_HOSTFILE_DIR = "/etc/mpi"
+MPI_HOSTFILE_NAME = "hostfile"
+MPI_OPENMPI = "OpenMPI"
+MPI_INTEL = "Intel"
+MPI_MPICH = "MPICH"
+OMPI_ENV_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
+OMPI_ENV_RSH_ARGS = "OMPI_MCA_plm_rsh_args"
+OMPI_ENV_KEEP_FQDN = "OMPI_MCA_orte_keep_fqdn_hostnames"
+OMPI_ENV_DEFAULT_SLOTS = "OMPI_MCA_orte_set_default_slots"
+MPI_RSH_ARGS = "-o ConnectionAttempts=10"
+INTEL_ENV_HOSTFILE = "I_MPI_HYDRA_HOST_FILE"
+INTEL_ENV_BOOTSTRAP_ARGS = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
+MPICH_ENV_HOSTFILE = "HYDRA_HOST_FILE"
+MPICH_ENV_LAUNCH_ARGS = "HYDRA_LAUNCH_EXTRA_ARGS"
+MPI_RESERVED_ENVS = (OMPI_ENV_HOSTFILE, OMPI_ENV_RSH_ARGS, OMPI_ENV_KEEP_FQDN, OMPI_ENV_DEFAULT_SLOTS,
+                     INTEL_ENV_HOSTFILE, INTEL_ENV_BOOTSTRAP_ARGS, MPICH_ENV_HOSTFILE, MPICH_ENV_LAUNCH_ARGS)
+# Upstream only reserves the OpenMPI names; the Intel/MPICH ones are ours.
+UPSTREAM_MPI_RESERVED_ENVS = MPI_RESERVED_ENVS[:4]
+
+XGBOOST_RESERVED_ENVS = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
+
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+
+# Condition types / reasons on TrainJob.status.
+COND_SUSPENDED = "Suspended"
+COND_COMPLETE = "Complete"
+COND_FAILED = "Failed"
+REASON_SUSPENDED = "Suspended"
+REASON_RESUMED = "Resumed"
+REASON_RUNTIME_NOT_SUPPORTED = "TrainingRuntimeNotSupported"
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+MSG_SUSPENDED = "TrainJob is suspended"
+MSG_RESUMED = "TrainJob is resumed"
+MSG_DEADLINE_EXCEEDED = "TrainJob exceeded its active deadline"

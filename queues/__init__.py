@@ -1,0 +1,1 @@
+"""Volcano scheduling: the scheduler configuration, queues and HyperNodes, rendered from stack config."""

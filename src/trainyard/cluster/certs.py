@@ -1,0 +1,63 @@
+"""A throw-away CA and a serving certificate for 127.0.0.1, for local webhook servers."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def write_serving_pair(directory: Path, common_name: str = "trainyard-local") -> bytes:
+    """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1/localhost) and return the CA PEM.
+
+    Files already present are reused so restarts keep the caBundle registered in the cluster valid.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_file, crt_file, key_file = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
+    if ca_file.exists() and crt_file.exists() and key_file.exists():
+        return ca_file.read_bytes()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = _key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
+    ca_cert = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = _key()
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    key_file.write_bytes(_pem_key(key))
+    key_file.chmod(0o600)
+    crt_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    ca_file.write_bytes(ca_pem)
+    return ca_pem
+
+
+def ca_bundle(ca_pem: bytes) -> str:
+    return base64.b64encode(ca_pem).decode()

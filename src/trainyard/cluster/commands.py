@@ -1,0 +1,104 @@
+"""`trainyard cluster up | down | status | kubeconfig`, and the top-level `up`/`down` behind make."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainyard.cluster import local
+from trainyard.cluster.spec import ClusterSpec
+
+cluster_app = typer.Typer(help="A local Kubernetes cluster of simulated GPU nodes (kwok) with JobSet and Volcano.",
+                          no_args_is_help=True)
+console = Console()
+NAME = typer.Option("trainyard", "--name", help="Cluster name (several clusters need distinct --port-base).")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+@cluster_app.command("up")
+def up(
+    name: str = NAME,
+    nodes: int = typer.Option(4, help="Number of simulated GPU nodes."),
+    gpus_per_node: int = typer.Option(8, help="nvidia.com/gpu capacity of each node."),
+    gpu_product: str = typer.Option("NVIDIA-H100-80GB-HBM3", help="Value of the nvidia.com/gpu.product label."),
+    racks: int = typer.Option(2, help="Racks the nodes are spread over (topology labels for HyperNodes)."),
+    port_base: int = typer.Option(36400, help="First of the loopback ports the cluster listens on."),
+    provider: str = typer.Option("kwok", help="kwok (default, no container engine needed) or kind."),
+) -> None:
+    """Start the cluster; on a running cluster say so and change nothing."""
+    try:
+        spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product,
+                           racks=racks, port_base=port_base)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    try:
+        if provider == "kwok":
+            local.up(spec, echo=console.print)
+        elif provider == "kind":
+            from trainyard.cluster import kind
+
+            kind.up(spec, echo=console.print)
+        else:
+            _fail(f"--provider {provider!r}: use kwok or kind", 2)
+    except local.ClusterError as exc:
+        _fail(str(exc))
+    _print_status(name)
+
+
+@cluster_app.command("down")
+def down(name: str = NAME) -> None:
+    """Stop every process `up` started."""
+    local.down(name, echo=console.print)
+
+
+@cluster_app.command("status")
+def status(name: str = NAME, as_json: bool = typer.Option(False, "--json")) -> None:
+    """What is running, where its kubeconfig and logs are."""
+    if as_json:
+        typer.echo(json.dumps(local.status(name), indent=2))
+        return
+    _print_status(name)
+
+
+@cluster_app.command("kubeconfig")
+def kubeconfig(name: str = NAME) -> None:
+    """Print the path of the cluster's own kubeconfig (never ~/.kube/config)."""
+    state = local.read_state(name)
+    if not state:
+        _fail(f"cluster {name!r} does not exist; start it with `trainyard cluster up --name {name}`")
+    typer.echo(state["kubeconfig"])
+
+
+def _print_status(name: str) -> None:
+    info = local.status(name)
+    if not info.get("running"):
+        console.print(f"cluster {name!r} is not running")
+        return
+    table = Table("process", "state", title=f"cluster {name} at {info['apiserver']}")
+    for proc, state in sorted(info["processes"].items()):
+        table.add_row(proc, state)
+    console.print(table)
+    console.print(f"kubeconfig: {info['kubeconfig']}\nlogs:       {info['logs']}")
+    console.print(f"try:        export KUBECONFIG={info['kubeconfig']}; kubectl get nodes -L nvidia.com/gpu.product")
+
+
+def register_top_level(app: typer.Typer) -> None:
+    """`trainyard up` / `trainyard down`: what `make up` / `make down` run."""
+
+    @app.command("up")
+    def platform_up(name: str = NAME) -> None:
+        """Start the local GPU cluster with its controllers (the embedded default environment)."""
+        up(name=name, nodes=4, gpus_per_node=8, gpu_product="NVIDIA-H100-80GB-HBM3", racks=2, port_base=36400,
+           provider="kwok")
+
+    @app.command("down")
+    def platform_down(name: str = NAME) -> None:
+        """Stop everything `trainyard up` started."""
+        down(name=name)

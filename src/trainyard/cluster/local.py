@@ -1,0 +1,298 @@
+"""`trainyard cluster up/down/status` for the kwok provider: the I/O side of cluster/spec.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.paths import cache_dir
+from trainyard.toolchain.versions import tool
+
+REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano")
+
+
+class ClusterError(RuntimeError):
+    """A problem the user can fix; the message says how."""
+
+
+@dataclass(frozen=True)
+class ClusterPaths:
+    root: Path
+
+    @classmethod
+    def for_name(cls, name: str) -> "ClusterPaths":
+        return cls(cache_dir() / "clusters" / name)
+
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.root / "kwok"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig.yaml"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def certs(self) -> Path:
+        return self.root / "certs"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def scheduler_conf(self) -> Path:
+        return self.root / "volcano" / "volcano-scheduler.conf"
+
+
+def _binaries() -> dict[str, Path]:
+    missing = [name for name in REQUIRED_TOOLS if not tool(name).is_built()]
+    if missing:
+        raise ClusterError(
+            f"missing tools: {', '.join(missing)}; build them with `trainyard tools build {' '.join(missing)}` "
+            "(or `make tools`)"
+        )
+    out: dict[str, Path] = {}
+    for name in REQUIRED_TOOLS:
+        item = tool(name)
+        for binary in item.binaries:
+            out[binary] = item.path(binary)
+    return out
+
+
+def _env(paths: ClusterPaths, binaries: dict[str, Path]) -> dict[str, str]:
+    """kwokctl looks kubectl up on PATH first: put the pinned one in front."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(binaries["kubectl"].parent), str(binaries["kwokctl"].parent), env.get("PATH", "")])
+    env["KWOK_WORKDIR"] = str(paths.kwok_workdir)
+    env["KWOK_RUNTIME"] = "binary"
+    return env
+
+
+def _run(argv: list[str], env: dict[str, str], what: str, log: Path, input_text: str | None = None) -> str:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, input=input_text)
+    with open(log, "a") as handle:
+        handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}\n")
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise ClusterError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}; full output in {log}")
+    return proc.stdout
+
+
+def read_state(name: str) -> dict | None:
+    paths = ClusterPaths.for_name(name)
+    if not paths.state.exists():
+        return None
+    return json.loads(paths.state.read_text())
+
+
+def is_running(name: str) -> bool:
+    state = read_state(name)
+    if not state:
+        return False
+    return port_in_use(state["ports"]["apiserver"])
+
+
+def kubectl(name: str, *args: str, input_text: str | None = None) -> str:
+    """Run the pinned kubectl against a local cluster."""
+    paths = ClusterPaths.for_name(name)
+    binaries = _binaries()
+    return _run([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], _env(paths, binaries),
+                f"kubectl {' '.join(args[:2])}", paths.logs / "kubectl.log", input_text)
+
+
+def _upstream_manifests() -> dict[str, list[Path]]:
+    """CRDs and webhook manifests from the pinned jobset and volcano modules (checked by go.sum)."""
+    from trainyard.toolchain.recipes import module_dir
+
+    jobset_dir = module_dir(tool("jobset"), "sigs.k8s.io/jobset")
+    volcano_dir = module_dir(tool("volcano"), "volcano.sh/volcano")
+    return {
+        "jobset-crds": sorted((jobset_dir / "config/components/crd/bases").glob("*.yaml")),
+        "jobset-webhooks": [jobset_dir / "config/components/webhook/manifests.yaml"],
+        "volcano-crds": sorted((volcano_dir / "config/crd/volcano/bases").glob("*.yaml")),
+    }
+
+
+def _check_ports_free(spec: ClusterSpec) -> None:
+    busy = {name: port for name, port in spec.ports.all().items() if port_in_use(port)}
+    if busy:
+        listing = ", ".join(f"{name}={port}" for name, port in busy.items())
+        raise ClusterError(
+            f"ports already in use on 127.0.0.1: {listing}; stop what listens there or choose other ports "
+            f"with `trainyard cluster up --port-base N` (now {spec.port_base})"
+        )
+
+
+def _jobset_webhooks(ca_pem: bytes, spec: ClusterSpec, manifest: Path) -> list[dict]:
+    base = f"https://127.0.0.1:{spec.ports.port('jobset_webhook')}"
+    docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    out = []
+    for doc in docs:
+        hooked = cluster_spec.url_webhook_configuration(doc, base, certs.ca_bundle(ca_pem))
+        hooked["metadata"]["name"] = "jobset-" + hooked["metadata"]["name"]
+        out.append(hooked)
+    return out
+
+
+def up(spec: ClusterSpec, echo=print) -> dict:
+    """Start the cluster and its controllers; a running cluster is left alone."""
+    paths = ClusterPaths.for_name(spec.name)
+    if is_running(spec.name):
+        echo(f"cluster {spec.name!r} is already running (kubeconfig {paths.kubeconfig}); nothing changed")
+        return read_state(spec.name) or {}
+    binaries = _binaries()
+    _check_ports_free(spec)
+    if paths.root.exists():  # leftovers of a crashed run: start clean
+        down(spec.name, echo=lambda *_: None)
+        shutil.rmtree(paths.root, ignore_errors=True)
+    paths.root.mkdir(parents=True)
+    env = _env(paths, binaries)
+    setup_log = paths.logs / "up.log"
+
+    config_file = paths.root / "kwokctl.yaml"
+    config_file.write_text(yaml.safe_dump(cluster_spec.kwokctl_config(spec, binaries), sort_keys=False))
+    echo(f"starting control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1:{spec.ports.port('apiserver')}")
+    _run([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),
+          "--kubeconfig", "", "--wait", "120s"], env, "kwokctl create cluster", setup_log)
+    generated = paths.kwok_workdir / "clusters" / spec.name / "kubeconfig.yaml"
+    shutil.copyfile(generated, paths.kubeconfig)
+    paths.kubeconfig.chmod(0o600)
+    state = {"name": spec.name, "provider": "kwok", "spec": asdict(spec), "ports": spec.ports.all(),
+             "kubeconfig": str(paths.kubeconfig), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    paths.state.write_text(json.dumps(state, indent=2))
+
+    def kc(*args: str, input_text: str | None = None) -> str:
+        return _run([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], env,
+                    f"kubectl {' '.join(args[:2])}", setup_log, input_text)
+
+    echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks)")
+    kc("create", "-f", "-", input_text=yaml.safe_dump_all(cluster_spec.gpu_nodes(spec)))
+
+    manifests = _upstream_manifests()
+    echo("installing JobSet and Volcano CRDs from the pinned modules")
+    for key in ("jobset-crds", "volcano-crds"):
+        for path in manifests[key]:
+            kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    kc("wait", "--for=condition=Established", "--timeout=60s", "crd/jobsets.jobset.x-k8s.io",
+       "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "crd/hypernodes.topology.volcano.sh")
+    kc("create", "namespace", cluster_spec.VOLCANO_NAMESPACE)
+
+    ca_pem = certs.write_serving_pair(paths.certs)
+    table = ProcessTable(paths.root)
+    jobset_config = paths.root / "jobset-config.yaml"
+    jobset_config.write_text(yaml.safe_dump(cluster_spec.jobset_config(spec, paths.certs)))
+    echo("starting the JobSet controller")
+    table.start(ProcessSpec("jobset", [str(binaries["jobset"]), "--kubeconfig", str(paths.kubeconfig),
+                                       "--config", str(jobset_config), "--zap-log-level=info"]))
+    if not wait_for_port(spec.ports.port("jobset_webhook"), 60, lambda: "jobset" in table.running()):
+        raise ClusterError(f"the JobSet controller did not start; see {table.log_dir / 'jobset.log'}")
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-",
+       input_text=yaml.safe_dump_all(_jobset_webhooks(ca_pem, spec, manifests["jobset-webhooks"][0])))
+
+    from trainyard.queues.scheduler_config import render as render_scheduler_conf
+
+    paths.scheduler_conf.parent.mkdir(parents=True, exist_ok=True)
+    paths.scheduler_conf.write_text(render_scheduler_conf())
+    echo("starting Volcano (controller-manager, scheduler) and the scheduler-config sync")
+    ports = spec.ports
+    table.start(ProcessSpec("vc-controller-manager", [
+        str(binaries["vc-controller-manager"]), f"--kubeconfig={paths.kubeconfig}", "--leader-elect=false",
+        "--controllers=queue-controller,pg-controller", "--enable-healthz=true",
+        f"--healthz-address=127.0.0.1:{ports.port('volcano_controller_healthz')}",
+        f"--listen-address=127.0.0.1:{ports.port('volcano_controller_metrics')}", "-v=2"]))
+    table.start(ProcessSpec("vc-scheduler", [
+        str(binaries["vc-scheduler"]), f"--kubeconfig={paths.kubeconfig}", "--leader-elect=false",
+        f"--scheduler-conf={paths.scheduler_conf}", "--schedule-period=500ms", "--enable-healthz=true",
+        f"--healthz-address=127.0.0.1:{ports.port('volcano_scheduler_healthz')}", "--enable-metrics=true",
+        f"--listen-address=127.0.0.1:{ports.port('volcano_scheduler_metrics')}", "-v=3"],
+        env={"DEBUG_SOCKET_DIR": str(paths.root / "volcano" / "sockets")}))
+    table.start(ProcessSpec("scheduler-conf-sync", [
+        sys.executable, "-m", "trainyard.cluster.scheduler_conf_sync", "--kubeconfig", str(paths.kubeconfig),
+        "--file", str(paths.scheduler_conf)]))
+    for name, port in (("vc-scheduler", ports.port("volcano_scheduler_healthz")),
+                       ("vc-controller-manager", ports.port("volcano_controller_healthz"))):
+        if not wait_for_port(port, 90, lambda n=name: n in table.running()):
+            raise ClusterError(f"{name} did not become healthy; see {table.log_dir / (name + '.log')}")
+    _wait_queue_open(kc, "default", 90)
+    echo(f"cluster {spec.name!r} is up")
+    return state
+
+
+def _wait_queue_open(kc, queue: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            out = kc("get", "queue", queue, "-o", "jsonpath={.status.state}")
+        except ClusterError:
+            out = ""
+        if out.strip() == "Open":
+            return
+        time.sleep(1)
+    raise ClusterError(f"Volcano queue {queue!r} did not open within {timeout:.0f}s; see the vc-* logs")
+
+
+def _kwok_pids(paths: ClusterPaths, name: str) -> list[int]:
+    pid_dir = paths.kwok_workdir / "clusters" / name / "pids"
+    pids = []
+    for pid_file in pid_dir.glob("*.pid") if pid_dir.exists() else []:
+        try:
+            pids.append(int(pid_file.read_text().strip()))
+        except ValueError:
+            continue
+    return pids
+
+
+def down(name: str, echo=print) -> list[str]:
+    """Stop every process `up` started (ours by PID, kwokctl's via kwokctl) and forget the cluster."""
+    paths = ClusterPaths.for_name(name)
+    if not paths.root.exists():
+        echo(f"cluster {name!r} is not running")
+        return []
+    stopped = ProcessTable(paths.root).stop_all()
+    kwok_pids = _kwok_pids(paths, name)
+    kwokctl_bin = tool("kwok").path("kwokctl")
+    if kwokctl_bin.exists() and (paths.kwok_workdir / "clusters" / name).exists():
+        env = dict(os.environ, KWOK_WORKDIR=str(paths.kwok_workdir), KWOK_RUNTIME="binary")
+        env["PATH"] = os.pathsep.join([str(tool("kubernetes").bin_dir), env.get("PATH", "")])
+        subprocess.run([str(kwokctl_bin), "delete", "cluster", "--name", name, "--kubeconfig", ""], env=env,
+                       capture_output=True, text=True)
+    for pid in kwok_pids:  # kwokctl delete stops them; make sure
+        if pid_alive(pid):
+            os.kill(pid, 9)
+    stopped += ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
+    state = read_state(name)
+    if state:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(port_in_use(p) for p in state["ports"].values()):
+            time.sleep(0.2)
+    shutil.rmtree(paths.root, ignore_errors=True)
+    echo(f"cluster {name!r} stopped")
+    return stopped
+
+
+def status(name: str) -> dict:
+    paths = ClusterPaths.for_name(name)
+    state = read_state(name)
+    if not state:
+        return {"name": name, "running": False}
+    table = ProcessTable(paths.root)
+    processes = {proc: ("running" if pid_alive(pid) else "dead") for proc, pid in table.load().items()}
+    return {"name": name, "running": is_running(name), "kubeconfig": str(paths.kubeconfig),
+            "apiserver": f"https://127.0.0.1:{state['ports']['apiserver']}", "processes": processes,
+            "logs": str(paths.logs), "spec": state["spec"]}

@@ -1,0 +1,110 @@
+"""Start and stop the long-running local processes a cluster needs, tracked by PID files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    name: str
+    argv: list[str]
+    env: dict[str, str] | None = None
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class ProcessTable:
+    """PIDs of the processes `up` started, in <cluster dir>/processes.json."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.file = directory / "processes.json"
+        self.log_dir = directory / "logs"
+
+    def load(self) -> dict[str, int]:
+        if not self.file.exists():
+            return {}
+        return {k: int(v) for k, v in json.loads(self.file.read_text()).items()}
+
+    def _save(self, table: dict[str, int]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.file.write_text(json.dumps(table, indent=2, sort_keys=True))
+
+    def start(self, spec: ProcessSpec) -> int:
+        """Start detached (own session, so a Ctrl-C of the caller leaves it running), log to a file."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{spec.name}.log", "ab")
+        proc = subprocess.Popen(
+            spec.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(spec.env or {})}, start_new_session=True,
+        )
+        log.close()
+        table = self.load()
+        table[spec.name] = proc.pid
+        self._save(table)
+        return proc.pid
+
+    def running(self) -> dict[str, int]:
+        return {name: pid for name, pid in self.load().items() if pid_alive(pid)}
+
+    def stop_all(self, timeout: float = 15.0) -> list[str]:
+        """SIGTERM every recorded process group, then SIGKILL what is left. Returns the names stopped."""
+        table = self.load()
+        for pid in table.values():
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(pid_alive(p) for p in table.values()):
+            time.sleep(0.2)
+        for pid in table.values():
+            if pid_alive(pid):
+                _signal_group(pid, signal.SIGKILL)
+        if self.file.exists():
+            self.file.unlink()
+        return sorted(table)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if port_in_use(port):
+            return True
+        if not alive():
+            return False
+        time.sleep(0.25)
+    return False

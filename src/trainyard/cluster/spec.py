@@ -1,0 +1,190 @@
+"""Pure description of a local cluster: ports, nodes, and the config files its processes read.
+
+Everything here returns plain dicts/strings so it can be tested without starting anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar
+from pathlib import Path
+
+GPU_RESOURCE = "nvidia.com/gpu"
+RACK_LABEL = "trainyard.dev/rack"
+SPINE_LABEL = "trainyard.dev/spine"
+VOLCANO_NAMESPACE = "volcano-system"
+SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
+SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
+
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Explicit loopback ports for every listener, so two clusters never collide silently."""
+
+    base: int = 36400
+
+    OFFSETS: ClassVar[dict[str, int]] = {
+        "apiserver": 0, "etcd": 1, "etcd_peer": 2, "kcm": 3, "scheduler": 4, "kwok": 5,
+        "jobset_webhook": 10, "jobset_metrics": 11, "jobset_health": 12,
+        "volcano_scheduler_metrics": 20, "volcano_scheduler_healthz": 21,
+        "volcano_controller_healthz": 22, "volcano_controller_metrics": 23, "volcano_webhook": 24,
+        "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32,
+    }
+
+    def port(self, name: str) -> int:
+        return self.base + self.OFFSETS[name]
+
+    def all(self) -> dict[str, int]:
+        return {name: self.base + offset for name, offset in self.OFFSETS.items()}
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What `trainyard cluster up` builds. Validated on construction."""
+
+    name: str = "trainyard"
+    nodes: int = 4
+    gpus_per_node: int = 8
+    gpu_product: str = "NVIDIA-H100-80GB-HBM3"
+    racks: int = 2
+    cpu_per_node: int = 96
+    memory_gib_per_node: int = 1024
+    port_base: int = 36400
+    zone: str = "local-a"
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not _NAME.match(self.name):
+            problems.append(f"--name {self.name!r}: use lowercase letters, digits and '-', at most 32 characters")
+        if self.nodes < 1:
+            problems.append(f"--nodes {self.nodes}: a cluster needs at least 1 node")
+        if self.gpus_per_node < 0:
+            problems.append(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
+        if self.racks < 1 or self.racks > self.nodes:
+            problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
+        if not 1024 <= self.port_base <= 65000:
+            problems.append(f"--port-base {self.port_base}: choose a port between 1024 and 65000")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def ports(self) -> Ports:
+        return Ports(self.port_base)
+
+
+def node_name(index: int) -> str:
+    return f"gpu-node-{index}"
+
+
+def rack_of(index: int, spec: ClusterSpec) -> int:
+    """Nodes are spread over racks in contiguous blocks (rack-0 gets the first nodes)."""
+    per_rack = -(-spec.nodes // spec.racks)
+    return index // per_rack
+
+
+def gpu_node(index: int, spec: ClusterSpec) -> dict:
+    """A simulated GPU node; status is set on create (the API server allows it for Nodes)."""
+    name = node_name(index)
+    resources = {
+        "cpu": str(spec.cpu_per_node),
+        "memory": f"{spec.memory_gib_per_node}Gi",
+        "pods": "110",
+        "ephemeral-storage": "2Ti",
+        GPU_RESOURCE: str(spec.gpus_per_node),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": spec.gpu_product,
+                "nvidia.com/gpu.count": str(spec.gpus_per_node),
+                "topology.kubernetes.io/region": "local",
+                "topology.kubernetes.io/zone": spec.zone,
+                RACK_LABEL: f"rack-{rack_of(index, spec)}",
+                SPINE_LABEL: "spine-0",
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake"},
+            "phase": "Running",
+        },
+    }
+
+
+def gpu_nodes(spec: ClusterSpec) -> list[dict]:
+    return [gpu_node(i, spec) for i in range(spec.nodes)]
+
+
+def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
+    """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
+    ports = spec.ports
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",
+            "securePort": True,
+            "kubeAuthorization": True,
+            "kubeAdmission": True,
+            "quietPull": True,
+            "kubeApiserverPort": ports.port("apiserver"),
+            "etcdPort": ports.port("etcd"),
+            "etcdPeerPort": ports.port("etcd_peer"),
+            "kubeControllerManagerPort": ports.port("kcm"),
+            "kubeSchedulerPort": ports.port("scheduler"),
+            "kwokControllerPort": ports.port("kwok"),
+            "kubeApiserverBinary": str(binaries["kube-apiserver"]),
+            "kubeControllerManagerBinary": str(binaries["kube-controller-manager"]),
+            "kubeSchedulerBinary": str(binaries["kube-scheduler"]),
+            "kubectlBinary": str(binaries["kubectl"]),
+            "etcdBinary": str(binaries["etcd"]),
+            "etcdctlBinary": str(binaries["etcdctl"]),
+            "kwokControllerBinary": str(binaries["kwok"]),
+        },
+    }
+
+
+def jobset_config(spec: ClusterSpec, cert_dir: Path) -> dict:
+    """JobSet manager Configuration for running out of cluster: own certs, no leader election."""
+    ports = spec.ports
+    return {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": ports.port("jobset_webhook"), "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": f"127.0.0.1:{ports.port('jobset_metrics')}"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.port('jobset_health')}"},
+    }
+
+
+def url_webhook_configuration(manifest: dict, base_url: str, ca_bundle_b64: str) -> dict:
+    """Point a webhook configuration at a local process: Services have no endpoints here."""
+    out = {
+        "apiVersion": manifest["apiVersion"],
+        "kind": manifest["kind"],
+        "metadata": {"name": manifest["metadata"]["name"]},
+        "webhooks": [],
+    }
+    for hook in manifest.get("webhooks", []):
+        hook = dict(hook)
+        service = (hook.get("clientConfig") or {}).get("service") or {}
+        hook["clientConfig"] = {"url": base_url + service.get("path", "/"), "caBundle": ca_bundle_b64}
+        out["webhooks"].append(hook)
+    return out

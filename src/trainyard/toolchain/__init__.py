@@ -1,0 +1,1 @@
+"""The pinned upstream toolchain: built from Go modules, cached outside the repo."""

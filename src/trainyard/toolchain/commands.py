@@ -1,0 +1,66 @@
+"""`trainyard tools status | build`."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from trainyard.toolchain.build import ToolBuildError, build_tool, selected_tools
+from trainyard.toolchain.versions import all_tools
+
+tools_app = typer.Typer(help="The pinned upstream toolchain (built from Go modules, cached in ~/.cache/trainyard).",
+                        no_args_is_help=True)
+console = Console()
+
+
+@tools_app.command("status")
+def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List every pinned tool with its version, path and whether it is built."""
+    rows = [
+        {"tool": t.name, "version": t.version, "path": str(t.bin_dir),
+         "status": "built" if t.is_built() else "missing", "missing": t.missing_binaries()}
+        for t in all_tools()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("tool", "version", "status", "path")
+    for row in rows:
+        colour = "green" if row["status"] == "built" else "red"
+        table.add_row(row["tool"], row["version"], f"[{colour}]{row['status']}[/]", row["path"])
+    console.print(table)
+
+
+@tools_app.command("build")
+def build(tools: Optional[List[str]] = typer.Argument(None, help="Tools to build (default: all).")) -> None:
+    """Build what is missing, one log per tool; on failure name the tool and its log."""
+    try:
+        chosen = selected_tools(tools or [])
+    except KeyError as exc:
+        console.print(f"[red]error:[/] {exc.args[0]}")
+        raise typer.Exit(2)
+    started = time.monotonic()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        for item in chosen:
+            task = progress.add_task(f"{item.name} {item.version}", total=1)
+            if item.is_built():
+                progress.update(task, completed=1, description=f"{item.name} {item.version}: already built")
+                continue
+            try:
+                result = build_tool(item, on_step=lambda text, t=task, i=item: progress.update(
+                    t, description=f"{i.name} {i.version}: {text[:90]}"))
+            except ToolBuildError as exc:
+                progress.update(task, description=f"[red]{item.name} {item.version}: failed[/]")
+                progress.stop()
+                console.print(f"[red]error:[/] {exc}")
+                raise typer.Exit(1)
+            progress.update(task, completed=1,
+                            description=f"{item.name} {item.version}: built in {result.seconds:.0f}s")
+    console.print(f"toolchain ready in {time.monotonic() - started:.0f}s")

@@ -1,0 +1,176 @@
+"""How each pinned tool is built from its Go wrapper module.
+
+A recipe turns a Tool into a list of steps: `go` invocations run inside the
+tool's wrapper module (so every module is checked against the committed go.sum)
+or small Python actions (copying a file shipped in a pinned module). Version
+stamps use the upstream variables each project's own release build sets, so
+clients see real versions (v1.36.3, not v0.0.0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from trainyard.toolchain.versions import Tool
+
+
+@dataclass(frozen=True)
+class GoStep:
+    """One `go` command run in the wrapper module."""
+
+    args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+
+    def describe(self) -> str:
+        return "go " + " ".join(self.args)
+
+
+@dataclass(frozen=True)
+class PyStep:
+    """A Python action, e.g. copying a script shipped inside a pinned module."""
+
+    description: str
+    action: Callable[[], None]
+
+    def describe(self) -> str:
+        return self.description
+
+
+Step = GoStep | PyStep
+
+
+def go_env() -> dict[str, str]:
+    """Environment for reproducible offline-friendly builds (no toolchain download, no cgo)."""
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"})
+    return env
+
+
+def module_info(tool: Tool, module_path: str) -> dict:
+    """`go list -m -json` for a module required by the wrapper (Version, Time, Origin)."""
+    out = subprocess.run(
+        ["go", "list", "-m", "-json", module_path],
+        cwd=tool.wrapper_dir, env=go_env(), check=True, capture_output=True, text=True,
+    )
+    return json.loads(out.stdout)
+
+
+def module_dir(tool: Tool, module_path: str) -> Path:
+    """Directory of a pinned module in the module cache, downloading (checked by go.sum) if needed."""
+    subprocess.run(["go", "mod", "download", module_path], cwd=tool.wrapper_dir, env=go_env(), check=True,
+                   capture_output=True, text=True)
+    out = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", module_path],
+        cwd=tool.wrapper_dir, env=go_env(), check=True, capture_output=True, text=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def _commit_and_date(tool: Tool, module_path: str) -> tuple[str, str]:
+    try:
+        info = module_info(tool, module_path)
+    except (subprocess.CalledProcessError, json.JSONDecodeError):
+        return "unknown", "1970-01-01T00:00:00Z"
+    commit = (info.get("Origin") or {}).get("Hash", "unknown")
+    return commit, info.get("Time", "1970-01-01T00:00:00Z")
+
+
+def _ldflags(pairs: dict[str, str]) -> str:
+    return " ".join(["-s", "-w"] + [f"-X {key}={value}" for key, value in pairs.items()])
+
+
+def _build(tool: Tool, ldflags: str, out: Path, packages: list[str], extra: tuple[str, ...] = ()) -> GoStep:
+    return GoStep(("build", "-trimpath", *extra, "-ldflags", ldflags, "-o", str(out), *packages))
+
+
+def kubernetes(tool: Tool) -> list[Step]:
+    """All four Kubernetes binaries in one `go build` so shared packages compile once.
+
+    -pgo=off: kube-apiserver ships a PGO profile that would otherwise rebuild every
+    dependency separately for it.
+    """
+    commit, date = _commit_and_date(tool, "k8s.io/kubernetes")
+    major, minor = tool.version.lstrip("v").split(".")[:2]
+    stamp: dict[str, str] = {}
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        stamp.update({
+            f"{pkg}.gitVersion": tool.version, f"{pkg}.gitMajor": major, f"{pkg}.gitMinor": minor,
+            f"{pkg}.gitTreeState": "clean", f"{pkg}.gitCommit": commit, f"{pkg}.buildDate": date,
+        })
+    cmds = {"kube-apiserver": "kube-apiserver", "kube-controller-manager": "kube-controller-manager",
+            "kube-scheduler": "kube-scheduler", "kubectl": "kubectl"}
+    packages = [f"k8s.io/kubernetes/cmd/{cmds[b]}" for b in tool.binaries]
+    return [_build(tool, _ldflags(stamp), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",))]
+
+
+def etcd(tool: Tool) -> list[Step]:
+    commit, _ = _commit_and_date(tool, "go.etcd.io/etcd/server/v3")
+    flags = _ldflags({"go.etcd.io/etcd/api/v3/version.GitSHA": commit[:12]})
+    return [
+        _build(tool, flags, tool.bin_dir / "etcd", ["go.etcd.io/etcd/server/v3"]),
+        _build(tool, flags, tool.bin_dir / "etcdctl", ["go.etcd.io/etcd/etcdctl/v3"]),
+    ]
+
+
+def kwok(tool: Tool) -> list[Step]:
+    flags = _ldflags({"sigs.k8s.io/kwok/pkg/consts.Version": tool.version.lstrip("v")})
+    return [
+        _build(tool, flags, tool.bin_dir / "kwok", ["sigs.k8s.io/kwok/cmd/kwok"]),
+        _build(tool, flags, tool.bin_dir / "kwokctl", ["sigs.k8s.io/kwok/cmd/kwokctl"]),
+    ]
+
+
+def jobset(tool: Tool) -> list[Step]:
+    commit, _ = _commit_and_date(tool, "sigs.k8s.io/jobset")
+    flags = _ldflags({"sigs.k8s.io/jobset/pkg/version.GitVersion": tool.version,
+                      "sigs.k8s.io/jobset/pkg/version.GitCommit": commit})
+    return [_build(tool, flags, tool.bin_dir / "jobset", ["sigs.k8s.io/jobset"])]
+
+
+def volcano(tool: Tool) -> list[Step]:
+    commit, date = _commit_and_date(tool, "volcano.sh/volcano")
+    flags = _ldflags({"volcano.sh/volcano/pkg/version.Version": tool.version,
+                      "volcano.sh/volcano/pkg/version.GitSHA": commit,
+                      "volcano.sh/volcano/pkg/version.Built": date})
+    commands = {"vc-scheduler": "scheduler", "vc-controller-manager": "controller-manager",
+                "vc-webhook-manager": "webhook-manager"}
+    return [_build(tool, flags, tool.bin_dir / b, [f"volcano.sh/volcano/cmd/{commands[b]}"]) for b in tool.binaries]
+
+
+def copy_from_module(tool: Tool, module_path: str, relative: str, dest: Path, mode: int = 0o755) -> PyStep:
+    """Copy a file shipped inside a pinned module (module zips carry no exec bits)."""
+
+    def action() -> None:
+        source = module_dir(tool, module_path) / relative
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
+        dest.chmod(mode | stat.S_IRUSR)
+
+    return PyStep(f"copy {module_path}/{relative} -> {dest}", action)
+
+
+RECIPES: dict[str, Callable[[Tool], list[Step]]] = {
+    "kubernetes": kubernetes,
+    "etcd": etcd,
+    "kwok": kwok,
+    "jobset": jobset,
+    "volcano": volcano,
+}
+
+
+def register(name: str, recipe: Callable[[Tool], list[Step]]) -> None:
+    RECIPES[name] = recipe
+
+
+def steps_for(tool: Tool) -> list[Step]:
+    if tool.name not in RECIPES:
+        raise KeyError(f"no build recipe for {tool.name}")
+    return RECIPES[tool.name](tool)

@@ -1,0 +1,1 @@
+"""Build recipes for the Pulumi CLI, its Python language host and the Kubernetes provider."""
