@@ -16,13 +16,13 @@ class ControllerError(Exception):
         super().__init__(f"{field}: {message}" if field else message)
 
 
-class InputError(ControllerError):
-    """The document is not a well-formed TrainJob / runtime (wrong kind, wrong type of a field)."""
-
-
 class BuildError(ControllerError):
     """The objects for one reconcile cannot be built (upstream: TrainJobResourcesCreationFailed)."""
 
 
 class ValidationError(BuildError):
     """A build step found a rule violation that admission would also report."""
+
+
+class InputError(BuildError):
+    """The document is not a well-formed TrainJob / runtime (wrong kind, wrong type of a field)."""

@@ -62,7 +62,7 @@ def _merge_map(original: dict, patch: dict, keys: Mapping[str, str]) -> dict:
     for key, patch_value in patch.items():
         if key.startswith("$setElementOrder/") or key.startswith("$retainKeys") or key.startswith("$deleteFromPrimitiveList/"):
             continue
-        if patch_value is None:
+        if patch_value is None or (isinstance(patch_value, dict) and patch_value.get(_DIRECTIVE) == "delete"):
             original.pop(key, None)
             continue
         if key not in original or original[key] is None:

@@ -30,3 +30,6 @@ CATALOG_VERSION = "trainyard.dev/catalog-version"
 
 CATALOG_RUNTIME = "trainyard.dev/catalog-runtime"
 """The stable catalog name of the runtime (equal to metadata.name; survives renames of the object)."""
+
+MPI_IMPLEMENTATION = "trainyard.dev/mpi-implementation"
+"""On Hydra-based MPI runtimes (intel, mpich): the Trainer API only knows OpenMPI, so the flavour is recorded here."""

@@ -18,6 +18,9 @@ def _register() -> None:
     app.add_typer(tools_app, name="tools")
     app.add_typer(cluster_app, name="cluster")
     register_top_level(app)
+    from trainyard.controller.run_command import controller_app
+
+    app.add_typer(controller_app, name="controller")
     try:
         from trainyard.controller.commands import register as register_controller
     except ImportError:  # pragma: no cover - area not installed yet

@@ -77,6 +77,8 @@ def module_dir(tool: Tool, module_path: str) -> Path:
 def _commit_and_date(tool: Tool, module_path: str) -> tuple[str, str]:
     try:
         info = module_info(tool, module_path)
+        if "Origin" not in info and info.get("Version"):  # the query form reports the VCS origin
+            info = module_info(tool, f"{module_path}@{info['Version']}")
     except (subprocess.CalledProcessError, json.JSONDecodeError):
         return "unknown", "1970-01-01T00:00:00Z"
     commit = (info.get("Origin") or {}).get("Hash", "unknown")

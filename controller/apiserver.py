@@ -1,0 +1,170 @@
+"""The thin layer that talks to the API server: get, server-side apply, status patch, watch, events.
+
+Everything else in the controller works on plain dicts; this module only moves them over HTTP
+with the official `kubernetes` client's ApiClient (auth, TLS, retries of the transport).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+FIELD_MANAGER = "trainer"
+
+
+@dataclass(frozen=True)
+class Resource:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def base(self) -> str:
+        prefix = "/api" if "/" not in self.api_version else "/apis"
+        return f"{prefix}/{self.api_version}"
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        parts = [self.base]
+        if self.namespaced and namespace:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+RESOURCES = {r.kind: r for r in [
+    Resource("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
+    Resource("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "trainingruntimes"),
+    Resource("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False),
+    Resource("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
+    Resource("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups"),
+    Resource("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
+    Resource("v1", "ConfigMap", "configmaps"),
+    Resource("v1", "Secret", "secrets"),
+    Resource("v1", "Event", "events"),
+    Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    Resource("coordination.k8s.io/v1", "Lease", "leases"),
+]}
+COSCHEDULING_PODGROUP = Resource("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
+
+
+def resource_for(obj_or_kind: dict | str, api_version: str | None = None) -> Resource:
+    if isinstance(obj_or_kind, dict):
+        kind, api_version = obj_or_kind["kind"], obj_or_kind.get("apiVersion")
+    else:
+        kind = obj_or_kind
+    if kind == "PodGroup" and api_version == COSCHEDULING_PODGROUP.api_version:
+        return COSCHEDULING_PODGROUP
+    return RESOURCES[kind]
+
+
+class ApiServer:
+    """Dict-in, dict-out access to the API server."""
+
+    def __init__(self, api_client: client.ApiClient):
+        self.api_client = api_client
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None = None, qps_pool: int = 16) -> "ApiServer":
+        if kubeconfig:
+            api_client = config.new_client_from_config(config_file=kubeconfig)
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api_client = client.ApiClient()
+        api_client.configuration.connection_pool_maxsize = qps_pool
+        api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = qps_pool
+        return cls(api_client)
+
+    def _call(self, method: str, path: str, body=None, query=None, content_type: str = "application/json"):
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        response = self.api_client.call_api(
+            path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
+            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+        )
+        data = response.data
+        return json.loads(data) if data else None
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return self._call("GET", resource.path(namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None) -> dict:
+        query = {"labelSelector": label_selector} if label_selector else None
+        return self._call("GET", resource.path(namespace), query=query)
+
+    def apply(self, obj: dict, field_manager: str = FIELD_MANAGER) -> dict:
+        """Server-side apply with force: the controller owns every field it writes."""
+        resource = resource_for(obj)
+        meta = obj["metadata"]
+        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=json.dumps(obj),
+                          query={"fieldManager": field_manager, "force": "true"},
+                          content_type="application/apply-patch+yaml")
+
+    def create(self, obj: dict) -> dict:
+        resource = resource_for(obj)
+        return self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
+
+    def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:
+        return self._call("PATCH", resource.path(namespace, name, "status"), body={"status": status},
+                          content_type="application/merge-patch+json")
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None,
+               propagation: str = "Foreground") -> None:
+        try:
+            self._call("DELETE", resource.path(namespace, name),
+                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def watch(self, resource: Resource, resource_version: str | None = None,
+              timeout_seconds: int = 300) -> Iterator[tuple[str, dict]]:
+        """(event type, object) pairs; ends after timeout_seconds so callers re-list periodically."""
+        query = {"watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "true"}
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        response = self.api_client.call_api(
+            resource.path(), "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+        )
+        try:
+            for line in watch.iter_resp_lines(response):
+                event = json.loads(line)
+                yield event["type"], event["object"]
+        finally:
+            response.release_conn()
+
+    def event(self, involved: dict, reason: str, message: str, event_type: str = "Warning",
+              action: str = "Reconciling", component: str = "trainjob-controller") -> None:
+        meta = involved["metadata"]
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
+                               "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": message[:1000], "type": event_type, "action": action,
+            "source": {"component": component}, "reportingComponent": component,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self._call("POST", RESOURCES["Event"].path(body["metadata"]["namespace"]), body=body)
+        except ApiException:
+            pass  # events are best effort

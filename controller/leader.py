@@ -1,0 +1,107 @@
+"""Leader election on a coordination.k8s.io Lease, so several controller replicas are safe.
+
+Same protocol as client-go's leaderelection: the holder renews `renewTime` every retry period;
+a candidate takes the lease once `renewTime + leaseDurationSeconds` has passed. Updates carry the
+resourceVersion, so two candidates racing for an expired lease cannot both win.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import threading
+import time
+import uuid
+
+from kubernetes.client.exceptions import ApiException
+
+from .apiserver import RESOURCES, ApiServer
+
+log = logging.getLogger("trainyard.controller.leader")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _fmt(value: dt.datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+
+
+def lease_expired(lease: dict, now: dt.datetime) -> bool:
+    spec = lease.get("spec") or {}
+    renew = spec.get("renewTime")
+    if not renew or not spec.get("holderIdentity"):
+        return True
+    return _parse(renew) + dt.timedelta(seconds=spec.get("leaseDurationSeconds", 15)) < now
+
+
+class LeaderElector:
+    def __init__(self, api: ApiServer, namespace: str, name: str = "trainyard-controller",
+                 identity: str | None = None, lease_seconds: int = 15, retry_seconds: float = 2.0):
+        self.api, self.namespace, self.name = api, namespace, name
+        self.identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        self.lease_seconds, self.retry_seconds = lease_seconds, retry_seconds
+        self.is_leader = threading.Event()
+        self.lost = threading.Event()
+
+    def _desired(self, lease: dict | None, now: dt.datetime) -> dict:
+        spec = dict((lease or {}).get("spec") or {})
+        if spec.get("holderIdentity") != self.identity:
+            spec["acquireTime"] = _fmt(now)
+            spec["leaseTransitions"] = spec.get("leaseTransitions", 0) + (1 if lease else 0)
+        spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
+                     "renewTime": _fmt(now)})
+        meta = {"name": self.name, "namespace": self.namespace}
+        if lease:
+            meta["resourceVersion"] = lease["metadata"]["resourceVersion"]
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+    def try_acquire_or_renew(self) -> bool:
+        resource = RESOURCES["Lease"]
+        now = _now()
+        lease = self.api.get(resource, self.name, self.namespace)
+        if lease and lease["spec"].get("holderIdentity") != self.identity and not lease_expired(lease, now):
+            return False
+        body = self._desired(lease, now)
+        try:
+            if lease is None:
+                self.api.create(body)
+            else:
+                self.api._call("PUT", resource.path(self.namespace, self.name), body=body)
+        except ApiException as exc:
+            if exc.status in (409, 422):  # someone else won the race
+                return False
+            raise
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        """Acquire, then keep renewing; on losing the lease set `lost` (the process must exit).
+
+        A leader that cannot renew keeps leading until the renew deadline (2/3 of the lease), so
+        a short API-server hiccup does not cause a restart.
+        """
+        renew_deadline = self.lease_seconds * 2 / 3
+        last_renewed = 0.0
+        while not stop.is_set():
+            try:
+                ok = self.try_acquire_or_renew()
+            except Exception as exc:  # API server unavailable: treat as not renewed
+                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+                ok = False
+            if ok:
+                last_renewed = time.monotonic()
+                if not self.is_leader.is_set():
+                    log.info("became leader as %s", self.identity)
+                    self.is_leader.set()
+            elif self.is_leader.is_set() and time.monotonic() - last_renewed > renew_deadline:
+                log.error("lost the lease %s/%s", self.namespace, self.name)
+                self.is_leader.clear()
+                self.lost.set()
+                return
+            stop.wait(self.retry_seconds)

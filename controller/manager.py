@@ -1,0 +1,201 @@
+"""The controller process: informers feed a work queue, workers reconcile, one leader at a time.
+
+Pieces: list+watch loops per watched kind (TrainJobs, and JobSets/PodGroups/ConfigMaps/Secrets
+mapped to their owning TrainJob), a deduplicating rate-limited queue, N worker threads,
+Lease-based leader election, Prometheus metrics and /healthz, /readyz.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .apiserver import RESOURCES, ApiServer, Resource
+from .errors import ControllerError
+from .leader import LeaderElector
+from .reconciler import owner_trainjob, reconcile
+from .workqueue import WorkQueue
+
+log = logging.getLogger("trainyard.controller")
+
+Key = tuple[str, str]
+
+
+@dataclass
+class Settings:
+    workers: int = 5
+    leader_elect: bool = True
+    lease_namespace: str = "trainyard-system"
+    metrics_address: str = "127.0.0.1:8080"
+    health_address: str = "127.0.0.1:8081"
+    resync_seconds: int = 300
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        self.reconciles = Counter("trainyard_trainjob_reconcile_total", "TrainJob reconciles by result",
+                                  ["result"], registry=self.registry)
+        self.duration = Histogram("trainyard_trainjob_reconcile_duration_seconds", "Reconcile duration",
+                                  registry=self.registry)
+        self.depth = Gauge("trainyard_workqueue_depth", "Keys waiting in the work queue", registry=self.registry)
+        self.leader = Gauge("trainyard_leader", "1 while this replica holds the lease", registry=self.registry)
+
+
+class Informer:
+    """List then watch one kind, calling `on_event(type, obj)`; relists when the watch expires or 410s."""
+
+    def __init__(self, api: ApiServer, resource: Resource, on_event: Callable[[str, dict], None],
+                 resync_seconds: int):
+        self.api, self.resource, self.on_event = api, resource, on_event
+        self.resync_seconds = resync_seconds
+        self.synced = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                listing = self.api.list(self.resource)
+                for item in listing.get("items", []):
+                    item.setdefault("kind", self.resource.kind)
+                    item.setdefault("apiVersion", self.resource.api_version)
+                    self.on_event("ADDED", item)
+                self.synced.set()
+                version = listing["metadata"].get("resourceVersion")
+                for event_type, obj in self.api.watch(self.resource, version, self.resync_seconds):
+                    if stop.is_set():
+                        return
+                    if event_type == "ERROR":
+                        break  # typically 410 Gone: relist
+                    if event_type == "BOOKMARK":
+                        continue
+                    obj.setdefault("kind", self.resource.kind)
+                    obj.setdefault("apiVersion", self.resource.api_version)
+                    self.on_event(event_type, obj)
+            except ApiException as exc:
+                if exc.status == 404:  # CRD not installed (e.g. no coscheduling): check again later
+                    self.synced.set()
+                    stop.wait(30)
+                else:
+                    log.warning("watch %s: %s", self.resource.plural, exc.reason)
+                    stop.wait(1)
+            except Exception as exc:  # connection reset, API server restart
+                log.warning("watch %s: %s", self.resource.plural, exc)
+                stop.wait(1)
+
+
+class Manager:
+    def __init__(self, api: ApiServer, settings: Settings, metrics: Metrics | None = None):
+        self.api, self.settings = api, settings
+        self.metrics = metrics or Metrics()
+        self.queue = WorkQueue()
+        self.stop = threading.Event()
+        self.elector = LeaderElector(api, settings.lease_namespace) if settings.leader_elect else None
+        self.informers = [
+            Informer(api, RESOURCES["TrainJob"], self._on_trainjob, settings.resync_seconds),
+            *[Informer(api, RESOURCES[kind], self._on_owned, settings.resync_seconds)
+              for kind in ("JobSet", "PodGroup", "ConfigMap", "Secret")],
+        ]
+
+    # event handlers -------------------------------------------------------
+    def _on_trainjob(self, _event: str, obj: dict) -> None:
+        self.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+
+    def _on_owned(self, _event: str, obj: dict) -> None:
+        owner = owner_trainjob(obj)
+        if owner:
+            self.queue.add(owner)
+
+    # workers --------------------------------------------------------------
+    def process_one(self, key: Key) -> None:
+        namespace, name = key
+        started = time.monotonic()
+        try:
+            outcome = reconcile(self.api, namespace, name)
+        except ControllerError as exc:
+            self.metrics.reconciles.labels("error").inc()
+            log.warning(json.dumps({"msg": "reconcile failed", "trainjob": f"{namespace}/{name}", "error": str(exc)}))
+            if not self.queue.retry(key):
+                log.error(json.dumps({"msg": "giving up until the next change", "trainjob": f"{namespace}/{name}"}))
+        except Exception as exc:  # API errors, conflicts: retry with backoff
+            self.metrics.reconciles.labels("error").inc()
+            log.warning(json.dumps({"msg": "reconcile error", "trainjob": f"{namespace}/{name}",
+                                    "error": f"{type(exc).__name__}: {exc}"[:500]}))
+            if not self.queue.retry(key):
+                log.error(json.dumps({"msg": "giving up until the next change", "trainjob": f"{namespace}/{name}"}))
+        else:
+            self.queue.forget(key)
+            self.metrics.reconciles.labels("success").inc()
+            if outcome and outcome.requeue_after is not None:
+                self.queue.add_after(key, outcome.requeue_after + 0.5)
+            if outcome and (outcome.applied or outcome.status_changed):
+                log.info(json.dumps({"msg": "reconciled", "trainjob": f"{namespace}/{name}",
+                                     "applied": outcome.applied, "statusChanged": outcome.status_changed}))
+        finally:
+            self.metrics.duration.observe(time.monotonic() - started)
+
+    def _worker(self) -> None:
+        while not self.stop.is_set():
+            key = self.queue.get(timeout=0.5)
+            if key is None:
+                continue
+            try:
+                self.process_one(key)
+            finally:
+                self.queue.done(key)
+                self.metrics.depth.set(len(self.queue))
+
+    # lifecycle ------------------------------------------------------------
+    def ready(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    def run(self) -> None:
+        """Block until stopped (or the lease is lost, which ends the process like upstream)."""
+        self._start_servers()
+        if self.elector:
+            threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True, name="leader").start()
+            while not self.elector.is_leader.wait(0.5):
+                if self.stop.is_set():
+                    return
+            self.metrics.leader.set(1)
+        for informer in self.informers:
+            threading.Thread(target=informer.run, args=(self.stop,), daemon=True,
+                             name=f"informer-{informer.resource.plural}").start()
+        for index in range(self.settings.workers):
+            threading.Thread(target=self._worker, daemon=True, name=f"worker-{index}").start()
+        log.info(json.dumps({"msg": "controller started", "workers": self.settings.workers}))
+        while not self.stop.is_set():
+            if self.elector and self.elector.lost.is_set():
+                self.metrics.leader.set(0)
+                raise SystemExit("lost leader election")
+            self.stop.wait(0.5)
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        self.queue.shutdown()
+
+    def _start_servers(self) -> None:
+        host, port = self.settings.metrics_address.rsplit(":", 1)
+        start_http_server(int(port), addr=host, registry=self.metrics.registry)
+        manager = self
+
+        class Health(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server API)
+                ok = self.path == "/healthz" or (self.path == "/readyz" and manager.ready())
+                self.send_response(200 if ok else 503)
+                self.end_headers()
+                self.wfile.write(b"ok" if ok else b"not ready")
+
+            def log_message(self, *args):  # keep probes out of the logs
+                pass
+
+        host, port = self.settings.health_address.rsplit(":", 1)
+        server = ThreadingHTTPServer((host, int(port)), Health)
+        threading.Thread(target=server.serve_forever, daemon=True, name="health").start()

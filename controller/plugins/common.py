@@ -1,0 +1,50 @@
+"""Bits several ML plugins share."""
+
+from __future__ import annotations
+
+from .. import constants as C
+from .. import k8s
+from ..info import RuntimeInfo
+
+
+def set_trainer_count_from_num_nodes(info: RuntimeInfo) -> None:
+    """`spec.trainer.numNodes` sets the trainer pod set count (0 allowed, as in JobSet)."""
+    num_nodes = (info.trainer or {}).get("numNodes")
+    pod_set = info.pod_set_by_ancestor(C.ANCESTOR_TRAINER)
+    if pod_set is not None and num_nodes is not None:
+        pod_set.count = num_nodes
+
+
+def trainer_count(info: RuntimeInfo) -> int:
+    pod_set = info.pod_set_by_ancestor(C.ANCESTOR_TRAINER)
+    return pod_set.count if pod_set is not None else 1
+
+
+def runtime_node_resources(info: RuntimeInfo) -> dict | None:
+    """Resources of container `node` in the first job named `node` or labelled trainer."""
+    for job in k8s.replicated_jobs(info.spec):
+        if job.get("name") == C.NODE or k8s.ancestor_of(job) == C.ANCESTOR_TRAINER:
+            for container in k8s.containers(job):
+                if container.get("name") == C.NODE and container.get("resources") is not None:
+                    return container["resources"]
+    return None
+
+
+def resources_per_node(info: RuntimeInfo) -> dict:
+    """trainer.resourcesPerNode when set (NOT the merged result, as upstream), else the runtime's."""
+    return (info.trainer or {}).get("resourcesPerNode") or runtime_node_resources(info) or {}
+
+
+def master_host(info: RuntimeInfo) -> str:
+    """Upstream hard-codes job `node` and the TrainJob name as subdomain."""
+    return f"{info.name}-{C.NODE}-0-0.{info.name}"
+
+
+def upsert_trainer_env(info: RuntimeInfo) -> dict | None:
+    """Trainer env into `node` of the trainer job (only when spec.trainer is set); returns the container."""
+    if info.trainer is None:
+        return None
+    container = info.trainer_node_container()
+    if container is not None:
+        k8s.upsert_env(container, info.trainer.get("env") or [])
+    return container

@@ -1,0 +1,128 @@
+"""JobSet plugin: endpoints/parallelism, initializer and trainer overrides, and the complete JobSet.
+
+The JobSet is written COMPLETE: everything JobSet's defaulting webhook (v0.12.0) and CRD defaults would
+add is filled in here, so what we apply is what the API server stores (server-side apply stays
+conflict-free and `render` shows the real object).
+"""
+
+from __future__ import annotations
+
+from .. import constants as C
+from .. import k8s
+from ..info import RuntimeInfo
+from ..resources import mirror_extended_limits
+
+MAX_INT32 = 2**31 - 1
+
+
+def subdomain(info: RuntimeInfo) -> str:
+    return (info.spec.get("network") or {}).get("subdomain") or info.name
+
+
+def endpoints(info: RuntimeInfo) -> dict[str, list[str]]:
+    """`<trainjob>-<job>-<replica>-<pod>.<subdomain>` for every pod, per replicated job."""
+    out = {}
+    for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
+        out[pod_set.name] = [f"{info.name}-{pod_set.name}-{r}-{p}.{subdomain(info)}"
+                             for r in range(job.get("replicas", 1)) for p in range(pod_set.count)]
+    return out
+
+
+def sync_parallelism(info: RuntimeInfo) -> None:
+    for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
+        spec = k8s.job_spec(job)
+        spec["parallelism"] = spec["completions"] = pod_set.count
+
+
+def apply_initializers(info: RuntimeInfo) -> None:
+    initializer = info.trainjob["spec"].get("initializer") or {}
+    for ancestor, key in ((C.DATASET_INITIALIZER, "dataset"), (C.MODEL_INITIALIZER, "model")):
+        for job in k8s.replicated_jobs(info.spec):
+            if k8s.ancestor_of(job) != ancestor:
+                continue
+            job["replicas"] = 1
+            source = initializer.get(key)
+            container = k8s.find_container(job, ancestor)
+            if source is None or container is None:
+                continue
+            if source.get("storageUri") is not None:
+                k8s.upsert_env(container, [k8s.env_value(C.ENV_STORAGE_URI, source["storageUri"])])
+            k8s.upsert_env(container, source.get("env") or [])
+            if source.get("secretRef"):
+                container.setdefault("envFrom", []).append({"secretRef": {"name": source["secretRef"].get("name", "")}})
+
+
+def apply_trainer(info: RuntimeInfo) -> None:
+    trainer = info.trainer
+    launcher_as_node = bool(((info.ml_policy or {}).get("mpi") or {}).get("runLauncherAsNode"))
+    for job in k8s.replicated_jobs(info.spec):
+        is_trainer = k8s.ancestor_of(job) == C.ANCESTOR_TRAINER
+        if is_trainer:
+            job["replicas"] = 1
+        container = k8s.find_container(job, C.NODE)
+        if trainer is None or container is None:
+            continue
+        if is_trainer:
+            for field in ("image", "command", "args"):
+                if trainer.get(field) is not None:
+                    container[field] = trainer[field]
+        if is_trainer or (launcher_as_node and job.get("name") == C.NODE):
+            k8s.upsert_env(container, trainer.get("env") or [])
+
+
+def apply_scheduler_metadata(info: RuntimeInfo) -> None:
+    for job in k8s.replicated_jobs(info.spec):
+        if info.job_annotations:
+            job.setdefault("template", {}).setdefault("metadata", {}).setdefault("annotations", {}).update(info.job_annotations)
+        template = k8s.pod_template(job)
+        if info.pod_labels:
+            template.setdefault("metadata", {}).setdefault("labels", {}).update(info.pod_labels)
+        if info.pod_annotations:
+            template.setdefault("metadata", {}).setdefault("annotations", {}).update(info.pod_annotations)
+
+
+def apply_webhook_defaults(spec: dict, name: str) -> None:
+    """What JobSet v0.12.0's defaulting webhook, its CRD defaults and batch/v1 Job defaulting add."""
+    spec.setdefault("successPolicy", {"operator": "All"})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    network = spec.setdefault("network", {})
+    network.setdefault("enableDNSHostnames", True)
+    network.setdefault("subdomain", name)
+    network.setdefault("publishNotReadyAddresses", True)
+    if "failurePolicy" in spec:
+        spec["failurePolicy"].setdefault("restartStrategy", "Recreate")
+        for i, rule in enumerate(spec["failurePolicy"].get("rules") or []):
+            rule.setdefault("name", f"failurePolicyRule{i}")
+    for policy in spec.get("volumeClaimPolicies") or []:
+        policy.setdefault("retentionPolicy", {"whenDeleted": "Delete"})
+    for job in k8s.replicated_jobs(spec):
+        job.setdefault("groupName", "default")
+        job.setdefault("replicas", 1)
+        job_spec = k8s.job_spec(job)
+        job_spec.setdefault("completionMode", "Indexed")
+        job_spec.setdefault("backoffLimit", MAX_INT32 if "backoffLimitPerIndex" in job_spec else 6)
+        k8s.pod_spec(job).setdefault("restartPolicy", "OnFailure")
+
+
+def build(info: RuntimeInfo) -> dict:
+    apply_initializers(info)
+    apply_trainer(info)
+    apply_scheduler_metadata(info)
+    info.spec["suspend"] = bool(info.trainjob["spec"].get("suspend", False))
+    mirror_extended_limits(info.spec)
+    apply_webhook_defaults(info.spec, info.name)
+    metadata = {"name": info.name, "namespace": k8s.namespace_of(info.trainjob)}
+    if info.labels:
+        metadata["labels"] = dict(info.labels)
+    if info.annotations:
+        metadata["annotations"] = dict(info.annotations)
+    metadata["ownerReferences"] = [k8s.owner_reference(info.trainjob)]
+    return {"apiVersion": C.JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": info.spec}
+
+
+def may_apply_jobset(trainjob: dict, existing_jobset: dict | None) -> bool:
+    """A JobSet is never updated while running: (re)apply only when absent, or when the TrainJob or the
+    JobSet is suspended (resume = the one update)."""
+    if existing_jobset is None:
+        return True
+    return bool((trainjob.get("spec") or {}).get("suspend")) or bool((existing_jobset.get("spec") or {}).get("suspend"))

@@ -1,0 +1,63 @@
+"""`trainyard controller run`: the TrainJob controller process (also the container entrypoint)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from typing import Optional
+
+import typer
+
+controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
+                             no_args_is_help=True)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; messages that are already JSON are merged in."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
+                 "logger": record.name}
+        message = record.getMessage()
+        try:
+            payload = json.loads(message)
+            entry.update(payload if isinstance(payload, dict) else {"msg": message})
+        except ValueError:
+            entry["msg"] = message
+        return json.dumps(entry)
+
+
+@controller_app.command("run")
+def run(
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Default: in-cluster, then ~/.kube/config."),
+    workers: int = typer.Option(5, help="Concurrent reconciles (upstream default 5)."),
+    leader_elect: bool = typer.Option(True, "--leader-elect/--no-leader-elect"),
+    lease_namespace: str = typer.Option("trainyard-system", help="Namespace of the leader-election Lease."),
+    metrics_address: str = typer.Option("127.0.0.1:8080", help="host:port of the Prometheus endpoint."),
+    health_address: str = typer.Option("127.0.0.1:8081", help="host:port of /healthz and /readyz."),
+    webhook_address: Optional[str] = typer.Option(None, help="host:port to serve admission webhooks on (HTTPS)."),
+    cert_dir: Optional[str] = typer.Option(None, help="Directory with tls.crt and tls.key for the webhook server."),
+    log_level: str = typer.Option("info"),
+) -> None:
+    """Run the controller until SIGTERM."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
+    from .apiserver import ApiServer
+    from .manager import Manager, Settings
+
+    api = ApiServer.from_kubeconfig(kubeconfig, qps_pool=max(16, workers * 2))
+    manager = Manager(api, Settings(workers=workers, leader_elect=leader_elect, lease_namespace=lease_namespace,
+                                    metrics_address=metrics_address, health_address=health_address))
+    if webhook_address:
+        if not cert_dir:
+            typer.echo("error: --webhook-address needs --cert-dir with tls.crt and tls.key", err=True)
+            raise typer.Exit(2)
+        from .webhook_server import serve_webhooks
+
+        serve_webhooks(api, webhook_address, cert_dir)
+    signal.signal(signal.SIGTERM, lambda *_: manager.shutdown())
+    signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
+    manager.run()

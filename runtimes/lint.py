@@ -1,0 +1,230 @@
+"""``catalog lint``: every rendered runtime of every live release, checked the way the cluster will check it.
+
+Checks, in order: released sources match the lock; templates render; catalog
+rules (framework label, pinned images, ancestor labels on the Job template);
+the runtime CRD's openAPIV3Schema; upstream runtime admission; and a sample
+TrainJob building a JobSet (and, for the tenant form, a Volcano PodGroup in the
+tenant's queue) through the controller pipeline. The controller parts are
+passed in as ``ControllerChecks`` so the rules stay pure and testable;
+``load_controller_checks`` imports them lazily from ``trainyard.controller``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from trainyard.runtimes.lock import catalog_drift
+from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Tenant
+from trainyard.runtimes.publish import as_tenant_runtime, render_release_runtimes
+from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
+from trainyard.runtimes.rules import CATALOG_RULES, Problem, replicated_jobs
+from trainyard.runtimes.schema import validate
+
+GROUP = "trainer.kubeflow.org"
+TENANT_KIND = "TrainingRuntime"
+LINT_TENANT = Tenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
+
+
+@dataclass(frozen=True)
+class ControllerChecks:
+    """The controller's view of a runtime; any part may be missing (then its check is skipped with a warning)."""
+
+    schemas: Mapping[str, Mapping[str, Any]]
+    """Runtime kind -> openAPIV3Schema (from ``trainyard.controller.crds.crd_objects``)."""
+    validate_runtime: Callable[..., Any] | None = None
+    """``trainyard.controller.admission.validate_runtime(runtime, old=None)`` -> has ``.errors``/``.warnings``."""
+    build_objects: Callable[..., list[dict]] | None = None
+    """``trainyard.controller.build.build_objects(trainjob, runtime, existing)`` -> objects to apply."""
+
+
+def runtime_schemas(crds: list[dict]) -> dict[str, Mapping[str, Any]]:
+    """ClusterTrainingRuntime/TrainingRuntime openAPIV3Schemas (served version v1alpha1) out of CRD objects."""
+    schemas = {}
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind")
+        if spec.get("group") != GROUP or kind not in (CLUSTER_KIND, TENANT_KIND):
+            continue
+        for version in spec.get("versions") or []:
+            if version.get("name") == API_VERSION.split("/")[1]:
+                schemas[kind] = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+    return schemas
+
+
+def load_controller_checks() -> tuple[ControllerChecks, list[Finding]]:
+    """Import the controller pipeline lazily; report each missing part as a warning."""
+    warnings: list[Finding] = []
+    schemas: dict[str, Mapping[str, Any]] = {}
+    validate_runtime = build_objects = None
+    try:
+        from trainyard.controller.crds import crd_objects
+
+        schemas = runtime_schemas(crd_objects())
+    except ImportError as err:
+        warnings.append(_missing("CRD schema", err))
+    try:
+        from trainyard.controller.admission import validate_runtime
+    except ImportError as err:
+        warnings.append(_missing("runtime admission", err))
+    try:
+        from trainyard.controller.build import build_objects
+    except ImportError as err:
+        warnings.append(_missing("sample TrainJob build", err))
+    return ControllerChecks(schemas, validate_runtime, build_objects), warnings
+
+
+def _missing(what: str, err: ImportError) -> Finding:
+    return Finding(
+        f"{what} check skipped: trainyard.controller is not importable ({err})",
+        fix="install the controller package (pip install -e .) so lint covers it",
+        severity="warning",
+    )
+
+
+# --- controller checks --------------------------------------------------------------------------
+
+
+def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
+    schema = checks.schemas.get(runtime.get("kind", ""))
+    if not schema:
+        return []
+    return [(f"CRD schema: {problem}", "correct the field to match the runtime CRD") for problem in validate(runtime, schema)]
+
+
+def check_admission(runtime: dict, checks: ControllerChecks) -> list[Problem]:
+    if checks.validate_runtime is None:
+        return []
+    try:
+        result = checks.validate_runtime(runtime)
+    except Exception as err:  # a crash is a finding, not a lint crash
+        return [(f"admission raised {type(err).__name__}: {err}", "fix the runtime (or report the controller bug)")]
+    return [(f"admission: {error}", "fix the runtime so upstream's runtime webhook admits it") for error in result.errors]
+
+
+def sample_trainjob(runtime: dict) -> dict:
+    """The smallest TrainJob that exercises a runtime: its own defaults, one TrainJob name."""
+    metadata = runtime["metadata"]
+    num_nodes = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("numNodes", 1)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "TrainJob",
+        "metadata": {"name": "catalog-lint", "namespace": metadata.get("namespace", "catalog-lint"), "uid": "00000000-0000-4000-8000-00000000c47a"},
+        "spec": {
+            "runtimeRef": {"apiGroup": GROUP, "kind": runtime["kind"], "name": metadata["name"]},
+            "trainer": {"numNodes": num_nodes},
+        },
+    }
+
+
+def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = None) -> list[Problem]:
+    """A sample TrainJob must build a JobSet with the runtime's jobs (and, for tenants, a PodGroup in the queue)."""
+    if checks.build_objects is None:
+        return []
+    fix = "fix the runtime so the controller can build a JobSet from it"
+    try:
+        objects = checks.build_objects(sample_trainjob(runtime), runtime, [])
+    except Exception as err:
+        return [(f"sample TrainJob failed to build: {type(err).__name__}: {err}", fix)]
+    jobsets = [o for o in objects if o.get("kind") == "JobSet"]
+    if len(jobsets) != 1:
+        return [(f"sample TrainJob built {len(jobsets)} JobSets, expected 1", fix)]
+    want = [job.get("name") for job in replicated_jobs(runtime)]
+    got = [job.get("name") for job in (jobsets[0].get("spec") or {}).get("replicatedJobs") or []]
+    problems = [] if got == want else [(f"built JobSet has jobs {got}, runtime has {want}", fix)]
+    if queue is not None:
+        groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).startswith("scheduling.volcano.sh")]
+        if not groups or (groups[0].get("spec") or {}).get("queue") != queue:
+            problems.append((f"tenant form did not build a Volcano PodGroup in queue {queue!r}", "keep podGroupPolicy Volcano-compatible"))
+    return problems
+
+
+def check_runtime(runtime: dict, checks: ControllerChecks) -> list[Problem]:
+    """All rules for one rendered runtime (cluster form) and its tenant form."""
+    problems = [p for rule in CATALOG_RULES for p in rule(runtime)]
+    problems += check_schema(runtime, checks) + check_admission(runtime, checks) + check_build(runtime, checks)
+    try:
+        tenant_form = as_tenant_runtime(runtime, LINT_TENANT)
+    except CatalogError as err:
+        return problems + [(f.message, f.fix or "") for f in err.findings]
+    tenant_problems = check_schema(tenant_form, checks) + check_build(tenant_form, checks, queue=LINT_TENANT.queue)
+    return problems + [(f"as TrainingRuntime: {message}", fix) for message, fix in tenant_problems]
+
+
+# --- catalog-wide ------------------------------------------------------------------------------
+
+
+def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> list[Finding]:
+    """Render one release and check each runtime; render errors come back as findings."""
+    release = catalog.release(version)
+    try:
+        rendered = render_release_runtimes(catalog, version)
+    except CatalogError as err:
+        return list(err.findings)
+    sources = catalog.sources_of(version)
+    findings = [
+        Finding(
+            f"deprecatedRuntimes lists {name!r}, which release {version} does not have",
+            file=catalog.catalog_file,
+            release=version,
+            fix="remove it or correct the name",
+        )
+        for name in release.deprecated_runtimes
+        if name not in rendered
+    ]
+    for name, runtime in rendered.items():
+        findings += [
+            Finding(message, file=sources.path_of(name), runtime=name, release=version, fix=fix)
+            for message, fix in check_runtime(runtime, checks)
+        ]
+        for warning in _admission_warnings(runtime, checks):
+            findings.append(Finding(f"admission warning: {warning}", file=sources.path_of(name), runtime=name, release=version, severity="warning"))
+    return findings
+
+
+def _admission_warnings(runtime: dict, checks: ControllerChecks) -> list[str]:
+    if checks.validate_runtime is None:
+        return []
+    try:
+        return [str(w) for w in checks.validate_runtime(runtime).warnings]
+    except Exception:
+        return []  # already reported by check_admission
+
+
+def lint_pins(catalog: Catalog, stacks: Mapping[str, list[Tenant]]) -> list[Finding]:
+    """Every tenant must pin a released, live version; pinning a deprecated one is a warning."""
+    findings = []
+    statuses = {r.version: r.status for r in catalog.releases}
+    for stack, tenants in sorted(stacks.items()):
+        for tenant in tenants:
+            status = statuses.get(tenant.catalog_version)
+            file = f"stacks/Pulumi.{stack}.yaml"
+            move = f"set catalogVersion: {catalog.current.version} for tenant {tenant.name}"
+            if status not in PINNABLE_STATUSES:
+                state = "not in the catalog" if status is None else status
+                findings.append(Finding(f"tenant {tenant.name} pins {tenant.catalog_version}, which is {state}", file=file, fix=move))
+            elif status == DEPRECATED:
+                findings.append(
+                    Finding(f"tenant {tenant.name} pins deprecated release {tenant.catalog_version}", file=file, fix=move, severity="warning")
+                )
+    return findings
+
+
+def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[Tenant]], checks: ControllerChecks) -> list[Finding]:
+    """Everything ``catalog lint`` reports, errors and warnings, in reading order."""
+    findings = catalog_drift(catalog)
+    known = {r.version for r in catalog.releases}
+    findings += [
+        Finding(f"lock has release {version}, which catalog.yaml does not list", file=catalog.lock_file, fix="restore catalog.yaml; released versions are never removed")
+        for version in (catalog.lock.get("releases") or {})
+        if version not in known
+    ]
+    for release in catalog.releases:
+        if release.status != RETIRED:
+            findings += lint_release(catalog, release.version, checks)
+    findings += lint_pins(catalog, stacks)
+    return list(dict.fromkeys(findings))  # drift and lint_release may both report a render error
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error"]

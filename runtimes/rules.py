@@ -1,0 +1,98 @@
+"""Catalog rules every runtime must follow, checked without the controller.
+
+Upstream keys jobs by the Job-level ancestor label and containers by name, and
+our immutability promise needs pinned images; each rule returns (message, fix)
+problems for ``lint`` to place in a file and release.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from trainyard.runtimes import labels
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+Problem = tuple[str, str]
+"""(message, fix) for one runtime; lint adds file, runtime and release."""
+
+
+def replicated_jobs(runtime: dict) -> list[dict]:
+    return ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []
+
+
+def _pod_spec(job: dict) -> dict:
+    return ((job.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+
+
+def _containers(job: dict) -> Iterator[dict]:
+    pod = _pod_spec(job)
+    yield from pod.get("initContainers") or []
+    yield from pod.get("containers") or []
+
+
+def check_framework_label(runtime: dict) -> list[Problem]:
+    if not ((runtime.get("metadata") or {}).get("labels") or {}).get(labels.FRAMEWORK):
+        return [(f"missing label {labels.FRAMEWORK}", "label the runtime with its framework, e.g. torch")]
+    return []
+
+
+def image_problem(image: str) -> str | None:
+    """Why an image reference is not pinned, or None when it has a tag other than latest or a digest."""
+    if _DIGEST.search(image):
+        return None
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return "has no tag"
+    if last.rsplit(":", 1)[1] == "latest":
+        return "is tagged latest"
+    return None
+
+
+def check_images_pinned(runtime: dict) -> list[Problem]:
+    problems = []
+    for job in replicated_jobs(runtime):
+        for container in _containers(job):
+            image = container.get("image")
+            reason = "has no image" if not image else image_problem(str(image))
+            if reason:
+                problems.append(
+                    (
+                        f"job {job.get('name')} container {container.get('name')}: image {image!r} {reason}",
+                        "pin the image with a release tag (e.g. :v2.3.0) or a digest in the release's values.yaml",
+                    )
+                )
+    return problems
+
+
+def check_ancestor_labels(runtime: dict) -> list[Problem]:
+    """Upstream keys every job by the Job-level ancestor label and every container by name."""
+    problems, trainers = [], 0
+    for job in replicated_jobs(runtime):
+        job_labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        pod_labels = (((job.get("template") or {}).get("spec") or {}).get("template", {}).get("metadata") or {}).get("labels") or {}
+        if labels.ANCESTOR_STEP in pod_labels:
+            problems.append(
+                (
+                    f"job {job.get('name')}: {labels.ANCESTOR_STEP} is on the pod template",
+                    "move it to replicatedJobs[].template.metadata.labels, where the controller reads it",
+                )
+            )
+        ancestor = job_labels.get(labels.ANCESTOR_STEP)
+        if ancestor is None:
+            continue
+        if ancestor not in labels.ANCESTOR_CONTAINERS:
+            problems.append(
+                (f"job {job.get('name')}: unknown ancestor step {ancestor!r}", f"use one of {', '.join(labels.ANCESTOR_CONTAINERS)}")
+            )
+            continue
+        trainers += ancestor == "trainer"
+    if trainers != 1:
+        problems.append(
+            (f"must have exactly one job labelled {labels.ANCESTOR_STEP}: trainer, found {trainers}", "label the training job")
+        )
+    return problems
+
+
+CATALOG_RULES = (check_framework_label, check_images_pinned, check_ancestor_labels)

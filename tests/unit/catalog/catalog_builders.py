@@ -1,0 +1,138 @@
+"""Builders for catalog tests: small in-memory releases, tenants and catalogs (unique module name: tests import it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainyard.runtimes.lint import ControllerChecks
+from trainyard.runtimes.lock import empty_lock, lock_entry, with_release
+from trainyard.runtimes.model import Catalog, Release, ReleaseSources, Tenant
+from trainyard.runtimes.render import render_release_sources
+import trainyard.runtimes
+
+SHIPPED = Path(trainyard.runtimes.__file__).resolve().parent
+"""The catalog shipped in the checkout (runtimes/), regardless of $TRAINYARD_CATALOG_DIR."""
+
+TORCH_TEMPLATE = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: {name}
+  labels:
+    trainer.kubeflow.org/framework: torch
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch: {{}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+                      image: {{{{ images.torch }}}}
+"""
+
+
+def make_sources(version: str, templates: dict[str, str] | None = None, values: str = "images:\n  torch: pytorch/pytorch:2.13.0\n") -> ReleaseSources:
+    """A release directory in memory: ``templates`` maps runtime name -> template text."""
+    templates = templates if templates is not None else {"torch-distributed": TORCH_TEMPLATE.format(name="torch-distributed")}
+    files = {f"{name}.yaml.j2": text for name, text in templates.items()}
+    files["values.yaml"] = values
+    return ReleaseSources(directory=f"releases/{version}", files=files)
+
+
+def make_catalog(*releases: Release, sources: dict[str, ReleaseSources] | None = None, frozen: bool = True) -> Catalog:
+    """A catalog whose released versions are frozen in the lock (as `catalog release` would leave it)."""
+    sources = sources if sources is not None else {r.version: make_sources(r.version) for r in releases}
+    lock = empty_lock()
+    if frozen:
+        for release in releases:
+            if release.released and release.version in sources:
+                src = sources[release.version]
+                lock = with_release(lock, release.version, lock_entry(src, render_release_sources(src, release.version)))
+    return Catalog(releases=tuple(releases), sources=sources, lock=lock)
+
+
+def make_tenant(**overrides) -> Tenant:
+    fields = {"name": "team-a", "namespace": "team-a", "catalog_version": "1.1.0", "queue": "team-a", "priority_class": "team-a-default"}
+    return Tenant(**{**fields, **overrides})
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under a directory, to prove a failed command changed nothing."""
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --- a stand-in for the controller (schema, admission, build), so catalog tests do not depend on it ---
+
+RUNTIME_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "mlPolicy": {
+                    "type": "object",
+                    "properties": {
+                        "numNodes": {"type": "integer", "minimum": 0},
+                        **{policy: {"type": "object", "x-kubernetes-preserve-unknown-fields": True} for policy in ("torch", "mpi", "jax", "xgboost")},
+                    },
+                },
+                "podGroupPolicy": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            },
+        },
+    },
+}
+
+
+@dataclass
+class AdmissionResult:
+    errors: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+
+def fake_validate_runtime(runtime, old=None):
+    """Upstream's runtime webhook rules: ancestor jobs have 1 replica and their required container."""
+    required = {"trainer": "node", "dataset-initializer": "dataset-initializer", "model-initializer": "model-initializer"}
+    result = AdmissionResult()
+    for i, job in enumerate(runtime["spec"]["template"]["spec"]["replicatedJobs"]):
+        ancestor = (job["template"].get("metadata") or {}).get("labels", {}).get("trainer.kubeflow.org/trainjob-ancestor-step")
+        if ancestor not in required:
+            continue
+        if job.get("replicas", 1) != 1:
+            result.errors.append(f"spec.template.spec.replicatedJobs[{i}].replicas: Invalid value: {job['replicas']}: always must be 1")
+        names = [c["name"] for c in job["template"]["spec"]["template"]["spec"]["containers"]]
+        if required[ancestor] not in names:
+            result.errors.append(f"spec.template.spec.replicatedJobs[{i}]: must contain the required container for the ancestor: {ancestor}")
+    return result
+
+
+def fake_build_objects(trainjob, runtime, existing=()):
+    if "crash" in runtime["metadata"]["labels"]:
+        raise ValueError("unsupported field")
+    jobset = {"kind": "JobSet", "spec": {"replicatedJobs": runtime["spec"]["template"]["spec"]["replicatedJobs"]}}
+    objects = [jobset]
+    if "volcano" in (runtime["spec"].get("podGroupPolicy") or {}):
+        queue = runtime["spec"]["template"].get("metadata", {}).get("annotations", {}).get("scheduling.volcano.sh/queue-name")
+        objects.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "spec": {"queue": queue}})
+    return objects
+
+
+CHECKS = ControllerChecks(
+    schemas={"ClusterTrainingRuntime": RUNTIME_SCHEMA, "TrainingRuntime": RUNTIME_SCHEMA},
+    validate_runtime=fake_validate_runtime,
+    build_objects=fake_build_objects,
+)

@@ -1,0 +1,161 @@
+"""``catalog lint`` catches each kind of bad runtime, naming file, runtime and fix."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+
+from catalog_builders import CHECKS, TORCH_TEMPLATE, AdmissionResult, fake_build_objects, make_catalog, make_sources, make_tenant
+from trainyard.runtimes.lint import ControllerChecks, errors, lint_catalog, lint_pins, lint_release, runtime_schemas
+from trainyard.runtimes.model import Release
+from trainyard.runtimes.publish import render_release_runtimes
+
+GOOD = TORCH_TEMPLATE.format(name="torch-distributed")
+NODE = "                    - name: node\n"
+
+
+def _lint(template: str, values: str = "images:\n  torch: pytorch/pytorch:2.13.0\n", checks=CHECKS):
+    catalog = make_catalog(Release("1.1.0", "current", "x"), Release("1.2.0", "draft", "x"), frozen=True)
+    catalog = replace(catalog, sources={**catalog.sources, "1.2.0": make_sources("1.2.0", {"torch-distributed": template}, values)})
+    return errors(lint_release(catalog, "1.2.0", checks))
+
+
+def test_good_runtime_is_clean():
+    assert _lint(GOOD) == []
+
+
+@pytest.mark.parametrize(
+    "template, values, want_message, want_fix",
+    [
+        (GOOD.replace("    trainer.kubeflow.org/framework: torch\n", "    team: ml\n"), None, "missing label trainer.kubeflow.org/framework", "framework"),
+        (GOOD, "images:\n  torch: pytorch/pytorch\n", "image 'pytorch/pytorch' has no tag", "pin the image"),
+        (GOOD, "images:\n  torch: pytorch/pytorch:latest\n", "is tagged latest", "pin the image"),
+        (GOOD.replace("trainjob-ancestor-step: trainer", "trainjob-ancestor-step: trainr"), None, "unknown ancestor step 'trainr'", "use one of"),
+        (
+            GOOD.replace("            metadata:\n              labels:\n                trainer.kubeflow.org/trainjob-ancestor-step: trainer\n", "")
+            .replace("              template:\n                spec:\n", "              template:\n                metadata:\n                  labels:\n                    trainer.kubeflow.org/trainjob-ancestor-step: trainer\n                spec:\n"),
+            None,
+            "is on the pod template",
+            "replicatedJobs[].template.metadata.labels",
+        ),
+        (GOOD.replace("numNodes: 1", "numNodes: -1"), None, "CRD schema: spec.mlPolicy.numNodes: must be greater than or equal to 0", "runtime CRD"),
+        (GOOD.replace("    torch: {}", "    torch: {}\n    pytorch: {}"), None, "CRD schema: spec.mlPolicy.pytorch: unknown field", "runtime CRD"),
+        (GOOD.replace("replicatedJobs:\n        - name: node\n", "replicatedJobs:\n        - name: node\n          replicas: 2\n"), None, "admission: spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1", "webhook"),
+        (GOOD.replace(NODE, "                    - name: trainer\n"), None, "must contain the required container for the ancestor: trainer", "webhook"),
+        (GOOD.replace("    trainer.kubeflow.org/framework: torch\n", "    trainer.kubeflow.org/framework: torch\n    crash: 'yes'\n"), None, "sample TrainJob failed to build: ValueError: unsupported field", "JobSet"),
+    ],
+    ids=["no framework label", "untagged image", "latest image", "unknown ancestor", "ancestor on pod template", "schema bound", "unknown field", "ancestor replicas", "required container", "build fails"],
+)
+def test_lint_catches_bad_runtimes(template, values, want_message, want_fix):
+    findings = _lint(template, **({"values": values} if values else {}))
+    assert findings, "expected a finding"
+    first = findings[0]
+    assert want_message in first.message and want_fix in first.fix
+    assert (first.file, first.runtime, first.release) == ("releases/1.2.0/torch-distributed.yaml.j2", "torch-distributed", "1.2.0")
+
+
+def test_lint_reports_render_errors_as_findings():
+    (finding,) = _lint(GOOD.replace("images.torch", "images.missing"))
+    assert "unknown placeholder" in finding.message and finding.file == "releases/1.2.0/torch-distributed.yaml.j2"
+
+
+def test_lint_checks_the_tenant_form_builds_a_podgroup_in_the_queue():
+    def build_without_podgroup(trainjob, runtime, existing=()):
+        return [o for o in fake_build_objects(trainjob, runtime) if o["kind"] != "PodGroup"]
+
+    (finding,) = _lint(GOOD, checks=replace(CHECKS, build_objects=build_without_podgroup))
+    assert finding.message.startswith("as TrainingRuntime: tenant form did not build a Volcano PodGroup")
+
+
+def test_lint_without_controller_still_runs_catalog_rules():
+    findings = _lint(GOOD.replace("trainer.kubeflow.org/framework: torch", "x: y"), checks=ControllerChecks(schemas={}))
+    assert [f.message for f in findings] == ["missing label trainer.kubeflow.org/framework"]
+
+
+def test_lint_catalog_covers_drift_pins_and_skips_retired():
+    catalog = make_catalog(Release("1.1.0", "current", "x"), Release("1.0.0", "retired", "x"), Release("0.9.0", "supported", "x", ("nope",)))
+    tampered_lock = {**catalog.lock, "releases": {**catalog.lock["releases"], "1.0.0": {"runtimes": {}, "sources": {}}}}
+    seen = []
+    checks = replace(CHECKS, validate_runtime=lambda runtime, old=None: seen.append(runtime["metadata"]["labels"]["trainyard.dev/catalog-version"]) or AdmissionResult())
+    stacks = {"local": [make_tenant(catalog_version="1.0.0")]}
+    messages = [f.message for f in errors(lint_catalog(replace(catalog, lock=tampered_lock), stacks, checks))]
+    assert "file added to a released version" in messages  # retired sources are still frozen
+    assert "deprecatedRuntimes lists 'nope', which release 0.9.0 does not have" in messages
+    assert "tenant team-a pins 1.0.0, which is retired" in messages
+    assert "1.0.0" not in seen and {"1.1.0", "0.9.0"} <= set(seen)  # retired runtimes are not linted
+
+
+@pytest.mark.parametrize(
+    "version, want_severity",
+    [("1.1.0", None), ("0.9.0", "warning"), ("2.0.0", "error"), ("1.2.0", "error")],
+    ids=["current", "deprecated", "unknown", "draft"],
+)
+def test_lint_pins(version, want_severity):
+    catalog = make_catalog(Release("1.2.0", "draft", "x"), Release("1.1.0", "current", "x"), Release("0.9.0", "deprecated", "x"), frozen=False)
+    findings = lint_pins(catalog, {"local": [make_tenant(catalog_version=version)]})
+    assert [f.severity for f in findings] == ([want_severity] if want_severity else [])
+    assert all(f.file == "stacks/Pulumi.local.yaml" and "catalogVersion: 1.1.0" in f.fix for f in findings)
+
+
+def test_runtime_schemas_pick_the_runtime_crds():
+    crd = lambda kind, group="trainer.kubeflow.org": {  # noqa: E731
+        "spec": {"group": group, "names": {"kind": kind}, "versions": [{"name": "v1alpha1", "schema": {"openAPIV3Schema": {"title": kind}}}]}
+    }
+    schemas = runtime_schemas([crd("TrainJob"), crd("TrainingRuntime"), crd("ClusterTrainingRuntime"), crd("ClusterTrainingRuntime", "other.io")])
+    assert schemas == {"TrainingRuntime": {"title": "TrainingRuntime"}, "ClusterTrainingRuntime": {"title": "ClusterTrainingRuntime"}}
+
+
+def _real_admission():
+    try:
+        from trainyard.controller.admission import validate_runtime
+    except ImportError:
+        pytest.skip("trainyard.controller.admission not available yet")
+    return validate_runtime
+
+
+@pytest.mark.parametrize(
+    "mutate, want",
+    [
+        (lambda jobs: jobs[0].__setitem__("replicas", 2), "must be 1"),
+        (lambda jobs: jobs[0]["template"]["spec"]["template"]["spec"]["containers"][0].__setitem__("name", "trainer"), "required container"),
+    ],
+    ids=["ancestor replicas", "required container"],
+)
+def test_real_controller_admission_rejects_bad_runtimes(mutate, want):
+    validate_runtime = _real_admission()
+    catalog = make_catalog(Release("1.1.0", "current", "x"))
+    runtime = copy.deepcopy(render_release_runtimes(catalog, "1.1.0")["torch-distributed"])
+    assert list(validate_runtime(runtime).errors) == []
+    mutate(runtime["spec"]["template"]["spec"]["replicatedJobs"])
+    assert any(want in str(e) for e in validate_runtime(runtime).errors)
+
+
+def _controller_checks_or_skip() -> ControllerChecks:
+    from trainyard.runtimes.lint import load_controller_checks
+
+    checks, missing = load_controller_checks()
+    if missing:
+        pytest.skip("trainyard.controller is not complete yet: " + "; ".join(f.message for f in missing))
+    return checks
+
+
+def _depends_on_max_items(checks: ControllerChecks) -> int:
+    schema = checks.schemas["ClusterTrainingRuntime"]
+    for key in ("spec", "template", "spec", "replicatedJobs"):
+        schema = schema["properties"][key] if key != "replicatedJobs" else schema["properties"][key]["items"]
+    return schema["properties"].get("dependsOn", {}).get("maxItems", 5)
+
+
+def test_shipped_catalog_passes_the_real_controller_lint(request):
+    """Schema, admission and a sample build through trainyard.controller, for every live runtime."""
+    from catalog_builders import SHIPPED
+    from trainyard.runtimes.stacks import load_stack_tenants
+    from trainyard.runtimes.store import load_catalog
+
+    checks = _controller_checks_or_skip()
+    if _depends_on_max_items(checks) < 2:
+        request.applymarker(pytest.mark.xfail(reason="controller caps JobSet dependsOn at 1 item; upstream JobSet v0.12 allows 5 (torchtune depends on 2 initializers)"))
+    findings = lint_catalog(load_catalog(SHIPPED), load_stack_tenants(SHIPPED.parent / "stacks"), checks)
+    assert [str(f) for f in errors(findings)] == []

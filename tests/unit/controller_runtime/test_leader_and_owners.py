@@ -1,0 +1,33 @@
+"""Pure parts of the controller runtime: lease expiry and owner mapping."""
+
+import datetime as dt
+
+import pytest
+
+from trainyard.controller.leader import lease_expired
+from trainyard.controller.reconciler import owner_trainjob
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize("spec,expired", [
+    ({}, True),
+    ({"holderIdentity": "a", "renewTime": "2026-01-01T11:59:50.000000Z", "leaseDurationSeconds": 15}, False),
+    ({"holderIdentity": "a", "renewTime": "2026-01-01T11:59:40.000000Z", "leaseDurationSeconds": 15}, True),
+    ({"holderIdentity": "", "renewTime": "2026-01-01T11:59:59.000000Z", "leaseDurationSeconds": 15}, True),
+])
+def test_lease_expiry(spec, expired):
+    assert lease_expired({"spec": spec}, NOW) is expired
+
+
+@pytest.mark.parametrize("refs,expected", [
+    ([{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "controller": True}],
+     ("ns", "tj")),
+    ([{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj"}], None),
+    ([{"apiVersion": "batch/v1", "kind": "Job", "name": "tj", "controller": True}], None),
+    ([{"apiVersion": "other.io/v1", "kind": "TrainJob", "name": "tj", "controller": True}], None),
+    ([], None),
+])
+def test_owned_objects_map_to_their_controlling_trainjob(refs, expected):
+    obj = {"metadata": {"namespace": "ns", "name": "x", "ownerReferences": refs}}
+    assert owner_trainjob(obj) == expected

@@ -1,0 +1,79 @@
+"""Pure parts of the local cluster: node objects, ports, config files."""
+
+from pathlib import Path
+
+import pytest
+
+from trainyard.cluster import spec as s
+
+
+def test_defaults_match_the_contract():
+    spec = s.ClusterSpec()
+    assert (spec.nodes, spec.gpus_per_node, spec.racks) == (4, 8, 2)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"nodes": 0}, "--nodes"),
+    ({"racks": 5, "nodes": 4}, "--racks"),
+    ({"name": "Bad_Name"}, "--name"),
+    ({"port_base": 80}, "--port-base"),
+    ({"gpus_per_node": -1}, "--gpus-per-node"),
+])
+def test_bad_options_name_the_option(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        s.ClusterSpec(**kwargs)
+
+
+def test_gpu_node_labels_and_resources():
+    spec = s.ClusterSpec(gpus_per_node=4, gpu_product="NVIDIA-A100-SXM4-80GB")
+    node = s.gpu_node(0, spec)
+    labels = node["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["topology.kubernetes.io/zone"]
+    for key in ("capacity", "allocatable"):
+        assert node["status"][key]["nvidia.com/gpu"] == "4"
+        assert int(node["status"][key]["cpu"]) > 0
+    assert not node["spec"].get("taints"), "every pod here is simulated: no kwok taint"
+
+
+@pytest.mark.parametrize("nodes,racks,expected", [
+    (4, 2, ["rack-0", "rack-0", "rack-1", "rack-1"]),
+    (5, 2, ["rack-0", "rack-0", "rack-0", "rack-1", "rack-1"]),
+    (3, 3, ["rack-0", "rack-1", "rack-2"]),
+    (2, 1, ["rack-0", "rack-0"]),
+])
+def test_nodes_are_spread_over_racks_in_blocks(nodes, racks, expected):
+    spec = s.ClusterSpec(nodes=nodes, racks=racks)
+    assert [n["metadata"]["labels"][s.RACK_LABEL] for n in s.gpu_nodes(spec)] == expected
+
+
+def test_ports_are_distinct_and_loopback_only():
+    spec = s.ClusterSpec(port_base=40000)
+    ports = spec.ports.all()
+    assert len(set(ports.values())) == len(ports)
+    cfg = s.kwokctl_config(spec, {b: Path(f"/x/{b}") for b in (
+        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "etcdctl", "kwok")})
+    assert cfg["options"]["bindAddress"] == "127.0.0.1"
+    assert cfg["options"]["runtime"] == "binary"
+    assert cfg["options"]["kubeAuthorization"] is True
+    assert cfg["options"]["kubeApiserverPort"] == 40000
+    assert all(str(v).startswith("/x/") for k, v in cfg["options"].items() if k.endswith("Binary"))
+
+
+def test_jobset_config_runs_out_of_cluster():
+    cfg = s.jobset_config(s.ClusterSpec(port_base=40000), Path("/certs"))
+    assert cfg["leaderElection"]["leaderElect"] is False
+    assert cfg["internalCertManagement"]["enable"] is False
+    assert cfg["webhook"]["host"] == "127.0.0.1"
+    assert cfg["metrics"]["bindAddress"].startswith("127.0.0.1:")
+
+
+def test_webhook_configuration_is_pointed_at_a_url():
+    manifest = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "m"}, "webhooks": [{"name": "a", "clientConfig": {
+                    "service": {"name": "svc", "namespace": "ns", "path": "/mutate-x"}}}]}
+    out = s.url_webhook_configuration(manifest, "https://127.0.0.1:1", "Q0E=")
+    assert out["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:1/mutate-x", "caBundle": "Q0E="}
+    assert manifest["webhooks"][0]["clientConfig"]["service"], "input is not mutated"

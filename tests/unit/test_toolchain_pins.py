@@ -1,0 +1,56 @@
+"""tools/versions.toml is the one place that pins upstream versions; everything else must agree."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from trainyard.toolchain.versions import all_tools, python_pins
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MAIN_MODULES = {
+    "kubernetes": "k8s.io/kubernetes",
+    "etcd": "go.etcd.io/etcd/server/v3",
+    "kwok": "sigs.k8s.io/kwok",
+    "jobset": "sigs.k8s.io/jobset",
+    "volcano": "volcano.sh/volcano",
+}
+
+
+@pytest.mark.parametrize("tool", all_tools(), ids=lambda t: t.name)
+def test_every_tool_has_a_wrapper_module_with_go_sum(tool):
+    assert (tool.wrapper_dir / "go.mod").is_file()
+    assert (tool.wrapper_dir / "go.sum").is_file(), f"commit tools/{tool.module}/go.sum"
+
+
+@pytest.mark.parametrize("name,module", sorted(MAIN_MODULES.items()))
+def test_wrapper_requires_exactly_the_pinned_version(name, module):
+    tool = next(t for t in all_tools() if t.name == name)
+    gomod = (tool.wrapper_dir / "go.mod").read_text()
+    assert re.search(rf"^\s*(require\s+)?{re.escape(module)} {re.escape(tool.version)}\b", gomod, re.M), gomod[:400]
+
+
+def test_kubernetes_staging_modules_pinned_to_the_same_patch():
+    tool = next(t for t in all_tools() if t.name == "kubernetes")
+    staging = "v0." + tool.version.split(".", 1)[1]
+    replaces = re.findall(r"^\s*(k8s\.io/[\w-]+) => k8s\.io/[\w-]+ (v\S+)", (tool.wrapper_dir / "go.mod").read_text(), re.M)
+    assert len(replaces) >= 30
+    assert {version for _, version in replaces} == {staging}
+
+
+def test_python_packages_pinned_like_the_binaries():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = " ".join(pyproject["project"]["optional-dependencies"]["pulumi"])
+    for package, version in python_pins().items():
+        assert f"{package}=={version}" in deps
+    tools = {t.name: t.version.lstrip("v") for t in all_tools()}
+    assert python_pins()["pulumi"] == tools["pulumi"]
+    assert python_pins()["pulumi-kubernetes"] == tools["pulumi-kubernetes"]
+
+
+def test_cache_is_outside_the_repo_and_keyed_by_tool_and_version():
+    for tool in all_tools():
+        assert ROOT not in tool.install_dir.parents
+        assert tool.install_dir.name == f"{tool.name}-{tool.version}"
