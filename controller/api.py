@@ -142,7 +142,7 @@ def jobset_spec() -> dict:
         "groupName": string(default="default", maxLength=63, pattern=DNS1035.pattern),
         "replicas": integer(default=1),
         "dependsOn": array(obj({"name": string(), "status": string(enum=["Ready", "Complete"])}, required=["name", "status"]),
-                           maxItems=1, rules=[value_immutable],
+                           maxItems=5, rules=[value_immutable],
                            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
         "template": obj({"metadata": free_object(), "spec": job_spec}),
     }, required=["name", "template"])

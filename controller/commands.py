@@ -17,7 +17,8 @@ from . import constants as C
 from . import k8s
 from .admission import validate_runtime, validate_trainjob
 from .build import build_objects
-from .errors import ControllerError
+from .errors import ControllerError, InputError
+from .inputs import load_runtime, load_trainjob
 from .status import build_status
 
 EXIT_INVALID = 1
@@ -110,7 +111,12 @@ def validate(
         trainjob = _one(trainjob_file, (C.TRAINJOB_KIND,))
         runtime_obj = _one(runtime, C.RUNTIME_KINDS)
         existing = _cluster(cluster)
+        load_trainjob(trainjob)  # wrongly typed fields are bad input (exit 2), not admission errors
+        load_runtime(runtime_obj)
     except _BadInput as err:
+        _fail(str(err))
+        return
+    except InputError as err:
         _fail(str(err))
         return
     failed = False

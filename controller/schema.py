@@ -43,7 +43,8 @@ class FieldError:
             return f"{self.field}: {self.kind} value: {self.message}" if self.kind == "Required" else f"{self.field}: Forbidden: {self.message}"
         if self.value is _MISSING:
             return f"{self.field}: {self.kind}: {self.message}"
-        return f"{self.field}: {self.kind} value: {_render(self.value)}: {self.message}"
+        label = self.kind if self.kind.endswith("value") else f"{self.kind} value"
+        return f"{self.field}: {label}: {_render(self.value)}: {self.message}"
 
 
 def _render(value: Any) -> str:

@@ -116,9 +116,20 @@ def deadline_exceeded(status: dict) -> bool:
 
 
 def build_status(trainjob: dict, jobset: dict | None, now: str) -> dict:
-    """The status to write; `now` is an RFC 3339 time ('2025-01-02T03:04:05Z')."""
+    """The status to write; `now` is an RFC 3339 time ('2025-01-02T03:04:05Z').
+
+    Raises `InputError` (a BuildError) for a TrainJob that is not well formed."""
+    from .inputs import load_trainjob
+
+    trainjob = load_trainjob(trainjob)
     status = copy.deepcopy(trainjob.get("status") or {})
-    spec = trainjob.get("spec") or {}
+    status_conditions = status.get("conditions")
+    if status_conditions is not None:
+        status["conditions"] = [c for c in status_conditions if isinstance(c, dict)] if isinstance(status_conditions, list) else []
+    if jobset is not None and not isinstance(jobset.get("status", {}), dict):
+        jobset = None
+    parse_time(now)
+    spec = trainjob["spec"]
     if spec.get("managedBy", C.MANAGED_BY_CONTROLLER) != C.MANAGED_BY_CONTROLLER:
         return status
     ref = spec.get("runtimeRef") or {}

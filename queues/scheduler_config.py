@@ -31,6 +31,8 @@ class SchedulerSettings:
     topology_weight: int = 10
     overcommit_factor: float = 1.0
     extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple)
+    hierarchical_queues: bool = False
+    """Queues with parents: only `capacity` supports them, with `enableHierarchy`."""
 
     def problems(self) -> list[str]:
         out = []
@@ -65,7 +67,7 @@ def tiers(settings: SchedulerSettings) -> list[dict]:
         second.append({"name": "overcommit", "arguments": {"overcommit-factor": settings.overcommit_factor}})
     second += [
         {"name": "predicates"},
-        {"name": settings.queue_plugin},
+        {"name": settings.queue_plugin, **({"enableHierarchy": True} if settings.hierarchical_queues and settings.queue_plugin == "capacity" else {})},
         {"name": "nodeorder", "arguments": {"leastrequested.weight": 0, "balancedresource.weight": 0}},
         {"name": "binpack", "arguments": binpack_args},
         {"name": "network-topology-aware", "arguments": {
@@ -92,3 +94,19 @@ def scheduler_config(settings: SchedulerSettings = SchedulerSettings()) -> dict:
 def render(settings: SchedulerSettings = SchedulerSettings()) -> str:
     """The conf file text, deterministic so a re-render never shows as a change."""
     return yaml.safe_dump(scheduler_config(settings), sort_keys=False)
+
+
+CONFIGMAP_NAMESPACE = "volcano-system"
+CONFIGMAP_NAME = "volcano-scheduler-configmap"
+CONFIGMAP_KEY = "volcano-scheduler.conf"
+
+
+def scheduler_configmap(settings: SchedulerSettings = SchedulerSettings()) -> dict:
+    """The ConfigMap vc-scheduler reads (mounted in-cluster; synced to a file by `trainyard cluster up` locally)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIGMAP_NAME, "namespace": CONFIGMAP_NAMESPACE,
+                     "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "data": {CONFIGMAP_KEY: render(settings)},
+    }

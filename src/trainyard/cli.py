@@ -40,3 +40,7 @@ _register()
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":  # `python -m trainyard.cli`, used for local controller processes
+    main()

@@ -15,15 +15,9 @@ import yaml
 
 from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
-from trainyard.toolchain.build import build_tool
-from trainyard.toolchain.versions import tool
+from trainyard.toolchain.build import ensure_built
 
 TEST_CLUSTER = ClusterSpec(name="trainyard-test", nodes=4, gpus_per_node=8, racks=2, port_base=36600)
-
-
-def ensure_tools(*names: str) -> None:
-    for name in names:
-        build_tool(tool(name))
 
 
 class Cluster:
@@ -64,7 +58,7 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster():
-    ensure_tools(*local.REQUIRED_TOOLS)
+    ensure_built(*local.REQUIRED_TOOLS)
     if local.is_running(TEST_CLUSTER.name):  # a previous run died: start fresh
         local.down(TEST_CLUSTER.name, echo=lambda *_: None)
     local.up(TEST_CLUSTER, echo=lambda *_: None)

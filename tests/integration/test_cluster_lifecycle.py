@@ -11,7 +11,7 @@ from trainyard.cli import app
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive, port_in_use
 
-from .conftest import ensure_tools
+from trainyard.toolchain.build import ensure_built as ensure_tools
 
 pytestmark = pytest.mark.integration
 

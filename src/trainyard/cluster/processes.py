@@ -47,14 +47,17 @@ class ProcessTable:
         self.file = directory / "processes.json"
         self.log_dir = directory / "logs"
 
-    def load(self) -> dict[str, int]:
+    def _entries(self) -> dict[str, dict]:
         if not self.file.exists():
             return {}
-        return {k: int(v) for k, v in json.loads(self.file.read_text()).items()}
+        return json.loads(self.file.read_text())
 
-    def _save(self, table: dict[str, int]) -> None:
+    def load(self) -> dict[str, int]:
+        return {name: int(entry["pid"]) for name, entry in self._entries().items()}
+
+    def _save(self, entries: dict[str, dict]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.file.write_text(json.dumps(table, indent=2, sort_keys=True))
+        self.file.write_text(json.dumps(entries, indent=2, sort_keys=True))
 
     def start(self, spec: ProcessSpec) -> int:
         """Start detached (own session, so a Ctrl-C of the caller leaves it running), log to a file."""
@@ -65,10 +68,25 @@ class ProcessTable:
             env={**os.environ, **(spec.env or {})}, start_new_session=True,
         )
         log.close()
-        table = self.load()
-        table[spec.name] = proc.pid
-        self._save(table)
+        entries = self._entries()
+        entries[spec.name] = {"pid": proc.pid, "argv": spec.argv, "env": spec.env or {}}
+        self._save(entries)
         return proc.pid
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Kill one process abruptly (tests use it to simulate a crash)."""
+        pid = self.load()[name]
+        _signal_group(pid, sig)
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def restart(self, name: str) -> int:
+        """Start a recorded process again with the same command line."""
+        entry = self._entries()[name]
+        if pid_alive(int(entry["pid"])):
+            self.kill(name, signal.SIGTERM)
+        return self.start(ProcessSpec(name, entry["argv"], entry.get("env") or None))
 
     def running(self) -> dict[str, int]:
         return {name: pid for name, pid in self.load().items() if pid_alive(pid)}

@@ -155,7 +155,6 @@ def test_shipped_catalog_passes_the_real_controller_lint(request):
     from trainyard.runtimes.store import load_catalog
 
     checks = _controller_checks_or_skip()
-    if _depends_on_max_items(checks) < 2:
-        request.applymarker(pytest.mark.xfail(reason="controller caps JobSet dependsOn at 1 item; upstream JobSet v0.12 allows 5 (torchtune depends on 2 initializers)"))
+    assert _depends_on_max_items(checks) >= 2, "torchtune runtimes depend on two initializers"
     findings = lint_catalog(load_catalog(SHIPPED), load_stack_tenants(SHIPPED.parent / "stacks"), checks)
     assert [str(f) for f in errors(findings)] == []

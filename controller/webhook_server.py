@@ -1,0 +1,107 @@
+"""HTTPS server for the admission webhooks (TrainJob, TrainingRuntime, ClusterTrainingRuntime).
+
+Rules that CEL in the CRD cannot express (runtime lookup, Volcano queue and PriorityClass
+existence, runtimePatches vs. the JobSet's state, deprecation warnings) are answered here by
+the pure `admission.admission_review_response`; this module only does TLS, HTTP and lookups.
+
+Registration: a ValidatingWebhookConfiguration with rules for trainer.kubeflow.org
+trainjobs/trainingruntimes/clustertrainingruntimes (CREATE, UPDATE) pointing at
+- in a real cluster: the controller's Service (`clientConfig.service`, path below, caBundle of
+  the serving cert), see `webhook_configuration(service=...)`;
+- on the local cluster: `clientConfig.url: https://127.0.0.1:<port><path>` (the API server runs
+  on the host and Services have no endpoints there), see `webhook_configuration(url=...)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from .admission import admission_review_response
+from .apiserver import RESOURCES, ApiServer
+
+log = logging.getLogger("trainyard.controller.webhook")
+
+VALIDATE_PATH = "/validate-trainer-kubeflow-org-v1alpha1"
+RESOURCES_VALIDATED = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+CONFIGURATION_NAME = "trainyard-trainer-validator"
+
+
+def webhook_configuration(ca_bundle_b64: str, url: str | None = None, service: dict | None = None) -> dict:
+    """The ValidatingWebhookConfiguration that routes trainer.kubeflow.org writes to this server."""
+    if bool(url) == bool(service):
+        raise ValueError("give exactly one of url (local cluster) or service (in-cluster)")
+    client_config: dict = {"caBundle": ca_bundle_b64}
+    if url:
+        client_config["url"] = url.rstrip("/") + VALIDATE_PATH
+    else:
+        client_config["service"] = {**service, "path": VALIDATE_PATH}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME},
+        "webhooks": [{
+            "name": "validator.trainer.trainyard.dev",
+            "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+            "timeoutSeconds": 10, "clientConfig": client_config,
+            "rules": [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["*"],
+                       "operations": ["CREATE", "UPDATE"], "resources": list(RESOURCES_VALIDATED),
+                       "scope": "*"}],
+        }],
+    }
+
+
+def make_lookup(api: ApiServer):
+    def lookup(kind: str, name: str, namespace: str | None = None):
+        resource = RESOURCES.get(kind)
+        if resource is None:
+            return None
+        obj = api.get(resource, name, namespace if resource.namespaced else None)
+        if obj is not None:
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", resource.api_version)
+        return obj
+
+    return lookup
+
+
+def serve_webhooks(api: ApiServer, address: str, cert_dir: str) -> ThreadingHTTPServer:
+    lookup = make_lookup(api)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server API)
+            if not self.path.startswith(VALIDATE_PATH):
+                self.send_response(404)
+                self.end_headers()
+                return
+            length = int(self.headers.get("Content-Length", "0"))
+            try:
+                review = json.loads(self.rfile.read(length))
+                answer = admission_review_response(review, lookup)
+            except Exception as exc:  # never crash the server on one bad review
+                log.warning(json.dumps({"msg": "admission review failed", "error": str(exc)[:300]}))
+                uid = ((locals().get("review") or {}).get("request") or {}).get("uid", "")
+                answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                          "response": {"uid": uid, "allowed": False,
+                                       "status": {"code": 500, "message": f"trainyard webhook error: {exc}"}}}
+            payload = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    host, port = address.rsplit(":", 1)
+    server = ThreadingHTTPServer((host, int(port)), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True, name="webhooks").start()
+    log.info(json.dumps({"msg": "serving admission webhooks", "address": address}))
+    return server

@@ -1,0 +1,53 @@
+"""Register a plain Kubernetes object dict as the matching pulumi_kubernetes resource.
+
+Built-in kinds become typed resources (so type tokens, previews and policies see e.g.
+`kubernetes:core/v1:Namespace`); custom kinds become `apiextensions.CustomResource`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+
+SDK_MODULES = {
+    "": "core", "apps": "apps", "rbac.authorization.k8s.io": "rbac", "scheduling.k8s.io": "scheduling",
+    "networking.k8s.io": "networking", "admissionregistration.k8s.io": "admissionregistration",
+    "apiextensions.k8s.io": "apiextensions", "policy": "policy", "coordination.k8s.io": "coordination",
+}
+WAIT_FOR = "pulumi.com/waitFor"
+
+
+def resource_name(obj: dict) -> str:
+    """`<namespace>/<name>` or `<name>`: unique per type, readable in previews."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def with_crd_await(crd: dict) -> dict:
+    """CRDs have no built-in await; wait for Established so dependants never race the API server."""
+    meta = crd.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), WAIT_FOR: "condition=Established"}
+    return crd
+
+
+def register(obj: dict, opts: pulumi.ResourceOptions | None = None, name: str | None = None) -> pulumi.CustomResource:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    name = name or resource_name(obj)
+    module = SDK_MODULES.get(group)
+    if module is None:
+        return CustomResource(name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj.get("metadata"),
+                              spec=obj.get("spec"), opts=opts)
+    cls = getattr(importlib.import_module(f"pulumi_kubernetes.{module}.{version}"), obj["kind"])
+    kwargs = {_snake(key): value for key, value in obj.items() if key not in ("apiVersion", "kind")}
+    return cls(name, opts=opts, **kwargs)
+
+
+def child(parent: pulumi.Resource, depends_on: list | None = None, **extra) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], **extra)

@@ -1,0 +1,61 @@
+"""Tenancy components: shared guardrails, the runtime catalog and one Tenant per stack entry."""
+
+from __future__ import annotations
+
+import pulumi
+
+from trainyard.platform import tenant_objects as objs
+from trainyard.platform.components.kube import child, register
+from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
+from trainyard.platform.stack_config import PolicySpec, TenantSpec
+from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
+from trainyard.platform.tokens import type_token
+
+
+class Guardrails(pulumi.ComponentResource):
+    """Objects every tenant shares: the queue-guard policy and the runtime-reader ClusterRole."""
+
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(type_token("tenants", "Guardrails"), name, None, opts)
+        self.queue_guard = register(render_queue_guard_policy(), child(self))
+        self.runtime_reader = register(runtime_reader_cluster_role(), child(self))
+        self.register_outputs({})
+
+
+class RuntimeCatalog(pulumi.ComponentResource):
+    """ClusterTrainingRuntimes of the current catalog release (names stable across releases)."""
+
+    def __init__(self, name: str, runtimes: list[dict], version: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(type_token("catalog", "RuntimeCatalog"), name, None, opts)
+        for runtime in runtimes:
+            register(runtime, child(self))
+        self.register_outputs({"version": version, "runtimes": [r["metadata"]["name"] for r in runtimes]})
+
+
+class Tenant(pulumi.ComponentResource):
+    """One team: namespace, quotas, LimitRange, RBAC, Volcano queue, queue guard, runtimes, optional NetworkPolicy.
+
+    Namespaced objects depend on the Namespace; the queue on its parent queue; the guard binding on the
+    shared policy. `opts.depends_on` (the controller and CRDs) makes `destroy` remove tenants first,
+    while the controllers can still finalize users' objects.
+    """
+
+    def __init__(self, name: str, tenant: TenantSpec, policies: PolicySpec, runtimes: list[dict],
+                 guardrails: Guardrails, parent_queue: pulumi.Resource | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(type_token("tenants", "Tenant"), name, None, opts)
+        namespace = register(objs.render_namespace(tenant, policies), child(self))
+        inside = child(self, [namespace])
+        self.quota = register(objs.render_resource_quota(tenant), inside)
+        for quota in objs.render_priority_quotas(tenant):
+            register(quota, inside)
+        register(objs.render_limit_range(tenant), inside)
+        self.rbac = [register(obj, child(self, [namespace, guardrails.runtime_reader])) for obj in render_tenant_rbac(tenant)]
+        self.queue = register(objs.render_tenant_queue(tenant), child(self, [parent_queue] if parent_queue else []))
+        self.guard = register(render_queue_guard_binding(tenant), child(self, [guardrails.queue_guard, namespace]))
+        if objs.wants_default_deny(tenant, policies):
+            register(objs.render_default_deny(tenant), inside)
+        for runtime in runtimes:
+            register(runtime, child(self, [namespace, self.queue], deleted_with=namespace))
+        self.register_outputs({"namespace": tenant.namespace, "queue": tenant.queue.name,
+                               "catalogVersion": tenant.catalog_version})

@@ -1,0 +1,135 @@
+"""trainyard's TrainJob controller as plain objects: namespace, least-privilege RBAC, Deployment,
+metrics Service and the admission registration (service mode in-cluster, URL mode locally)."""
+
+from __future__ import annotations
+
+import base64
+
+from trainyard.controller.webhook_server import webhook_configuration
+from trainyard.platform.stack_config import ControllerSpec
+
+NAME = "trainyard-controller"
+PART_OF = {"app.kubernetes.io/part-of": "trainyard", "app.kubernetes.io/name": NAME}
+CERT_SECRET = "trainyard-webhook-cert"
+READ = ["get", "list", "watch"]
+MANAGE = READ + ["create", "update", "patch", "delete"]
+
+
+def controller_cluster_rules() -> list[dict]:
+    """Exactly what the reconciler and webhook touch; no wildcards."""
+    trainer = "trainer.kubeflow.org"
+    return [
+        {"apiGroups": [trainer], "resources": ["trainjobs"], "verbs": READ + ["update", "patch"]},
+        {"apiGroups": [trainer], "resources": ["trainjobs/status"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [trainer], "resources": ["trainjobs/finalizers"], "verbs": ["update"]},
+        {"apiGroups": [trainer], "resources": ["trainingruntimes", "clustertrainingruntimes"], "verbs": READ},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": MANAGE},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": MANAGE},
+        {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": MANAGE},
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": READ},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": READ},
+        {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": MANAGE},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+
+
+def _meta(name: str, namespace: str | None = None) -> dict:
+    meta = {"name": name, "labels": dict(PART_OF)}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
+    """ServiceAccount, ClusterRole + binding, and a Role for leader-election Leases in its own namespace."""
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": spec.namespace}]
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, spec.namespace)},
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": controller_cluster_rules()},
+        {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": _meta(NAME),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}, "subjects": subject},
+        {"apiVersion": rbac, "kind": "Role", "metadata": _meta(f"{NAME}-leases", spec.namespace),
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": MANAGE}]},
+        {"apiVersion": rbac, "kind": "RoleBinding", "metadata": _meta(f"{NAME}-leases", spec.namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{NAME}-leases"},
+         "subjects": subject},
+    ]
+
+
+def render_controller_namespace(spec: ControllerSpec) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": spec.namespace, "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"}}}
+
+
+def render_controller_deployment(spec: ControllerSpec) -> dict:
+    args = ["trainyard", "controller", "run", f"--lease-namespace={spec.namespace}",
+            f"--metrics-address=0.0.0.0:{spec.metrics_port}", "--health-address=0.0.0.0:8081",
+            f"--webhook-address=0.0.0.0:{spec.webhook_port}", "--cert-dir=/certs"]
+    selector = {"app.kubernetes.io/name": NAME}
+    container = {
+        "name": "controller",
+        "image": spec.image,
+        "command": args,
+        "ports": [{"name": "metrics", "containerPort": spec.metrics_port},
+                  {"name": "webhook", "containerPort": spec.webhook_port}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8081}},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "certs", "mountPath": "/certs", "readOnly": True}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, spec.namespace),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": {**PART_OF, **selector}},
+                "spec": {"serviceAccountName": NAME, "containers": [container],
+                         "volumes": [{"name": "certs", "secret": {"secretName": CERT_SECRET}}]},
+            },
+        },
+    }
+
+
+def render_controller_services(spec: ControllerSpec) -> list[dict]:
+    selector = {"app.kubernetes.io/name": NAME}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{NAME}-metrics", spec.namespace),
+         "spec": {"selector": selector, "ports": [{"name": "metrics", "port": spec.metrics_port, "targetPort": "metrics"}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{NAME}-webhook", spec.namespace),
+         "spec": {"selector": selector, "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook"}]}},
+    ]
+
+
+def render_webhook_cert_request(spec: ControllerSpec) -> list[dict]:
+    """In-cluster serving certificate via cert-manager (self-signed issuer), which also injects caBundle."""
+    dns = f"{NAME}-webhook.{spec.namespace}.svc"
+    return [
+        {"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": _meta(f"{NAME}-selfsigned", spec.namespace),
+         "spec": {"selfSigned": {}}},
+        {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": _meta(CERT_SECRET, spec.namespace),
+         "spec": {"secretName": CERT_SECRET, "dnsNames": [dns, f"{dns}.cluster.local"],
+                  "issuerRef": {"name": f"{NAME}-selfsigned", "kind": "Issuer"}}},
+    ]
+
+
+def render_controller_webhook(spec: ControllerSpec, ca_pem: str | None = None) -> dict:
+    """URL mode when the stack gives a URL (local processes); otherwise the Service, caBundle by cert-manager."""
+    ca_b64 = base64.b64encode(ca_pem.encode()).decode() if ca_pem else ""
+    if spec.webhook.url:
+        obj = webhook_configuration(ca_b64, url=spec.webhook.url)
+    else:
+        obj = webhook_configuration(ca_b64, service={"name": f"{NAME}-webhook", "namespace": spec.namespace, "port": 443})
+        obj["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": f"{spec.namespace}/{CERT_SECRET}"}
+        for hook in obj["webhooks"]:
+            if not ca_b64:
+                hook["clientConfig"].pop("caBundle", None)
+    for hook in obj["webhooks"]:
+        hook["failurePolicy"] = spec.webhook.failure_policy
+    obj["metadata"]["labels"] = dict(PART_OF)
+    return obj

@@ -1,0 +1,52 @@
+"""Pure checks over registered resources (type token + camelCase props), used by the policy pack and tests."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
+QUOTA_TYPE = "kubernetes:core/v1:ResourceQuota"
+ROLE_BINDING_TYPE = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+QUEUE_TYPE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+GUARD_TYPE = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+ROLE_TYPES = ("kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+TENANT_LABEL = "trainyard.dev/tenant"
+GPU_QUOTA = "requests.nvidia.com/gpu"
+
+
+def wildcard_violations(resource_type: str, props: dict) -> list[str]:
+    if resource_type not in ROLE_TYPES:
+        return []
+    out = []
+    for index, rule in enumerate(props.get("rules") or []):
+        for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+            if "*" in (rule.get(key) or []):
+                out.append(f"rules[{index}].{key} uses '*'; list what is needed")
+    return out
+
+
+def _labels(props: dict) -> dict:
+    return (props.get("metadata") or {}).get("labels") or {}
+
+
+def tenant_coverage_violations(resources: Iterable[tuple[str, dict]]) -> list[str]:
+    """Every tenant namespace has a GPU quota, a RoleBinding, a Volcano queue and a queue-guard binding."""
+    resources = list(resources)
+    tenants = {_labels(p)[TENANT_LABEL]: (p.get("metadata") or {}).get("name")
+               for t, p in resources if t == NAMESPACE_TYPE and TENANT_LABEL in _labels(p)}
+    out = []
+    for tenant, namespace in sorted(tenants.items()):
+        def has(kind: str, extra=lambda p: True) -> bool:
+            return any(t == kind and _labels(p).get(TENANT_LABEL) == tenant and extra(p) for t, p in resources)
+
+        in_namespace = lambda p: (p.get("metadata") or {}).get("namespace") == namespace  # noqa: E731
+        if not has(QUOTA_TYPE, lambda p: in_namespace(p) and GPU_QUOTA in ((p.get("spec") or {}).get("hard") or {})):
+            out.append(f"tenant namespace {namespace} has no ResourceQuota on {GPU_QUOTA}")
+        if not has(ROLE_BINDING_TYPE, in_namespace):
+            out.append(f"tenant namespace {namespace} has no RoleBinding")
+        if not has(QUEUE_TYPE):
+            out.append(f"tenant {tenant} has no Volcano Queue")
+        if not has(GUARD_TYPE):
+            out.append(f"tenant {tenant} has no queue-guard ValidatingAdmissionPolicyBinding")
+    return out

@@ -1,0 +1,87 @@
+"""The queue guard: a ValidatingAdmissionPolicy (CEL run by the API server, no webhook process) so that
+nothing in a tenant namespace can name another tenant's Volcano queue.
+
+The allowed queue is the namespace's `trainyard.dev/queue` label, read through `namespaceObject`,
+so one policy serves every tenant; each tenant gets its own Binding scoped to its namespace.
+Tenants cannot relabel their namespace (tenant RBAC has no namespace rights).
+"""
+
+from __future__ import annotations
+
+from trainyard.platform.stack_config import TenantSpec
+from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
+
+POLICY_NAME = "trainyard-queue-guard"
+API = "admissionregistration.k8s.io/v1"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+GUARDED_RESOURCES = (
+    ("", "v1", "pods"),
+    ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    ("trainer.kubeflow.org", "*", "trainjobs"),
+    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+)
+
+
+def _annotation_ok(annotations_expr: str) -> str:
+    """True when the annotation map names no queue, or the namespace's own queue."""
+    return f"{annotations_expr}[?'{QUEUE_ANNOTATION}'].orValue(variables.queue) == variables.queue"
+
+
+def _template_ok(template: str) -> str:
+    return _annotation_ok(f"{template}.?metadata.?annotations")
+
+
+VALIDATIONS = (
+    ("metadata annotation", _annotation_ok("object.?metadata.?annotations")),
+    ("PodGroup spec.queue",
+     "object.kind != 'PodGroup' || object.?spec.?queue.orValue(variables.queue) == variables.queue"),
+    ("TrainJob spec.annotations",
+     f"object.kind != 'TrainJob' || {_annotation_ok('object.?spec.?annotations')}"),
+    ("TrainJob runtimePatches",
+     "object.kind != 'TrainJob' || object.?spec.?runtimePatches.orValue([]).all(p, "
+     f"{_template_ok('p.?trainingRuntimeSpec.?template')} && "
+     "p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([]).all(j, "
+     f"{_template_ok('j.?template')} && {_template_ok('j.?template.?spec.?template')}))"),
+    ("TrainJob podTemplateOverrides",
+     "object.kind != 'TrainJob' || object.?spec.?podTemplateOverrides.orValue([]).all(o, "
+     f"{_annotation_ok('o.?metadata.?annotations')})"),
+    ("JobSet templates",
+     "object.kind != 'JobSet' || object.?spec.?replicatedJobs.orValue([]).all(j, "
+     f"{_template_ok('j.?template')} && {_template_ok('j.?template.?spec.?template')})"),
+)
+
+
+def render_queue_guard_policy() -> dict:
+    rules = [{"apiGroups": [group], "apiVersions": [version], "resources": [resource],
+              "operations": ["CREATE", "UPDATE"]} for group, version, resource in GUARDED_RESOURCES]
+    return {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules},
+            "variables": [{"name": "queue", "expression":
+                           f"namespaceObject.?metadata.?labels[?'{QUEUE_LABEL}'].orValue('')"}],
+            "validations": [
+                {"expression": expression, "reason": "Forbidden",
+                 "messageExpression": f"'{where} names a Volcano queue other than this namespace\\'s queue ' + variables.queue"}
+                for where, expression in VALIDATIONS
+            ],
+        },
+    }
+
+
+def render_queue_guard_binding(tenant: TenantSpec) -> dict:
+    return {
+        "apiVersion": API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": f"{POLICY_NAME}-{tenant.name}", "labels": tenant_labels(tenant)},
+        "spec": {
+            "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": tenant.namespace}}},
+        },
+    }

@@ -1,0 +1,243 @@
+"""Cross-field guardrails over a parsed stack, checked before anything is registered with Pulumi.
+
+Every rule returns problems naming the stack file, the field path and the fix; `load_stack`
+raises them together as one StackConfigError.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from trainyard.platform.problems import ConfigProblem
+from trainyard.platform.stack_config import (
+    NAMESPACE,
+    POD_SECURITY_LEVELS,
+    StackConfig,
+    TenantSpec,
+    parse_stack_config,
+    raise_on,
+)
+from trainyard.queues.priority_classes import MAX_USER_VALUE, PREEMPTION_POLICIES
+from trainyard.queues.resources import over, quantity
+from trainyard.queues.volcano_queues import RESERVED_QUEUES, ordering_problems
+from trainyard.runtimes.model import PINNABLE_STATUSES, RETIRED, Catalog
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "volcano-system", "jobset-system")
+MAX_QUEUE_DEPTH = 5
+
+
+def _tenants(config: StackConfig) -> Iterable[tuple[str, TenantSpec]]:
+    for index, tenant in enumerate(config.tenants):
+        yield f"{NAMESPACE}:tenants[{index}]", tenant
+
+
+def check_names(config: StackConfig) -> list[ConfigProblem]:
+    """DNS-1123 labels for tenant, namespace and queue names; no reserved namespaces or queues."""
+    out = []
+
+    def label(path: str, value: str) -> None:
+        if not value or len(value) > 63 or not DNS1123_LABEL.match(value):
+            out.append(ConfigProblem(config.file, path, f"{value!r} is not a DNS-1123 label",
+                                     "use at most 63 lowercase letters, digits and '-', starting and ending alphanumeric"))
+
+    for path, tenant in _tenants(config):
+        label(f"{path}.name", tenant.name)
+        label(f"{path}.namespace", tenant.namespace)
+        label(f"{path}.queue.name", tenant.queue.name)
+        if tenant.namespace in RESERVED_NAMESPACES or tenant.namespace == config.controller.namespace:
+            out.append(ConfigProblem(config.file, f"{path}.namespace", f"{tenant.namespace!r} is a system namespace",
+                                     "give the tenant its own namespace, e.g. its name"))
+        if tenant.queue.name in RESERVED_QUEUES:
+            out.append(ConfigProblem(config.file, f"{path}.queue.name", f"{tenant.queue.name!r} is Volcano's own queue",
+                                     "name the queue after the tenant"))
+    for index, queue in enumerate(config.parent_queues):
+        label(f"{NAMESPACE}:queues[{index}].name", queue.name)
+    return out
+
+
+def check_duplicates(config: StackConfig) -> list[ConfigProblem]:
+    """Tenants, namespaces and queues must each be unique (queues across tenants and parents)."""
+    out = []
+    seen: dict[tuple[str, str], str] = {}
+    entries = [(f"{path}.name", "tenant", t.name) for path, t in _tenants(config)]
+    entries += [(f"{path}.namespace", "namespace", t.namespace) for path, t in _tenants(config)]
+    entries += [(f"{path}.queue.name", "queue", t.queue.name) for path, t in _tenants(config)]
+    entries += [(f"{NAMESPACE}:queues[{i}].name", "queue", q.name) for i, q in enumerate(config.parent_queues)]
+    entries += [(f"{NAMESPACE}:priorityClasses[{i}].name", "priority class", p.name)
+                for i, p in enumerate(config.priority_classes)]
+    for path, what, value in entries:
+        first = seen.get((what, value))
+        if first:
+            out.append(ConfigProblem(config.file, path, f"{what} {value!r} is already declared at {first}",
+                                     f"give each {what} a unique name or remove the duplicate"))
+        else:
+            seen[(what, value)] = path
+    return out
+
+
+def check_cluster(config: StackConfig) -> list[ConfigProblem]:
+    out, c, base = [], config.cluster, f"{NAMESPACE}:cluster"
+    for key, value in (("nodes", c.nodes), ("gpusPerNode", c.gpus_per_node)):
+        if isinstance(value, int) and value < (1 if key == "nodes" else 0):
+            out.append(ConfigProblem(config.file, f"{base}.{key}", f"{value} is not a valid count", "declare the real count"))
+    for key, value in (("cpuPerNode", c.cpu_per_node), ("memoryPerNode", c.memory_per_node)):
+        if quantity(value) is None or quantity(value) <= 0:
+            out.append(ConfigProblem(config.file, f"{base}.{key}", f"{value!r} is not a positive quantity",
+                                     "write e.g. 96 or '1Ti'"))
+    return out
+
+
+def check_capacity(config: StackConfig) -> list[ConfigProblem]:
+    """Queue capability within the tenant's quota and the cluster's declared capacity; quotas too."""
+    out = []
+    totals = config.cluster.totals()
+    for path, tenant in _tenants(config):
+        quota = tenant.quota.as_resources()
+        for name in over(tenant.queue.capability, quota):
+            out.append(ConfigProblem(
+                config.file, f"{path}.queue.capability[{name}]",
+                f"{tenant.queue.capability[name]} is above the tenant's quota ({quota[name]})",
+                f"lower the capability or raise quota.{'gpu' if name.endswith('gpu') else name}"))
+        for name in over(tenant.queue.capability, totals):
+            out.append(ConfigProblem(
+                config.file, f"{path}.queue.capability[{name}]",
+                f"{tenant.queue.capability[name]} is above the cluster's declared capacity ({totals[name]})",
+                f"lower it, or correct {NAMESPACE}:cluster if the cluster is bigger"))
+        for name in over(quota, totals):
+            out.append(ConfigProblem(
+                config.file, f"{path}.quota.{'gpu' if name.endswith('gpu') else name}",
+                f"{quota[name]} is above the cluster's declared capacity ({totals[name]})",
+                "lower the quota to what the cluster has"))
+        for field, message, fix in ordering_problems(tenant.queue):
+            out.append(ConfigProblem(config.file, f"{path}.queue.{field}", message, fix))
+        if tenant.queue.weight < 1 or tenant.queue.weight > 65535:
+            out.append(ConfigProblem(config.file, f"{path}.queue.weight", f"{tenant.queue.weight} is out of range",
+                                     "use a weight between 1 and 65535"))
+    return out
+
+
+def check_queue_parents(config: StackConfig) -> list[ConfigProblem]:
+    """Parents must be declared queues, no cycles, depth <= 5 (Volcano's webhook rules, mirrored here)."""
+    out = []
+    parents = {q.name: q.parent for q in config.parent_queues}
+    queues = [(f"{NAMESPACE}:queues[{i}]", q) for i, q in enumerate(config.parent_queues)]
+    queues += [(f"{path}.queue", t.queue) for path, t in _tenants(config)]
+    for path, queue in queues:
+        if queue.parent and queue.parent != "root" and queue.parent not in parents:
+            out.append(ConfigProblem(config.file, f"{path}.parent", f"parent queue {queue.parent!r} is not declared",
+                                     f"declare it under {NAMESPACE}:queues or use root"))
+            continue
+        depth, current, visited = 1, queue.parent, {queue.name}
+        while current and current != "root":
+            if current in visited or depth > MAX_QUEUE_DEPTH:
+                out.append(ConfigProblem(config.file, f"{path}.parent", "queue hierarchy has a cycle or is deeper than 5",
+                                         "flatten the hierarchy"))
+                break
+            visited.add(current)
+            depth, current = depth + 1, parents.get(current)
+    if config.scheduler.queue_plugin == "proportion":
+        for path, queue in queues:
+            if queue.parent and queue.parent != "root":
+                out.append(ConfigProblem(config.file, f"{path}.parent", "queue hierarchy needs the capacity plugin",
+                                         f"set {NAMESPACE}:scheduler.queuePlugin: capacity, or drop parent"))
+    return out
+
+
+def check_priority_classes(config: StackConfig) -> list[ConfigProblem]:
+    out = []
+    known = {p.name for p in config.priority_classes}
+    for index, spec in enumerate(config.priority_classes):
+        path = f"{NAMESPACE}:priorityClasses[{index}]"
+        if spec.name.startswith("system-"):
+            out.append(ConfigProblem(config.file, f"{path}.name", "system- names are reserved by Kubernetes",
+                                     "choose another name"))
+        if not -MAX_USER_VALUE <= spec.value <= MAX_USER_VALUE:
+            out.append(ConfigProblem(config.file, f"{path}.value", f"{spec.value} is outside user range",
+                                     f"use a value between -{MAX_USER_VALUE} and {MAX_USER_VALUE}"))
+        if spec.preemption_policy not in PREEMPTION_POLICIES:
+            out.append(ConfigProblem(config.file, f"{path}.preemptionPolicy", f"{spec.preemption_policy!r} is unknown",
+                                     f"use one of {', '.join(PREEMPTION_POLICIES)}"))
+    defaults = [i for i, p in enumerate(config.priority_classes) if p.global_default]
+    for index in defaults[1:]:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:priorityClasses[{index}].globalDefault",
+                                 "only one PriorityClass may be the global default", "set globalDefault: false"))
+    for path, tenant in _tenants(config):
+        if tenant.default_priority_class and tenant.default_priority_class not in known:
+            out.append(ConfigProblem(config.file, f"{path}.defaultPriorityClass",
+                                     f"unknown priority class {tenant.default_priority_class!r}",
+                                     f"declare it under {NAMESPACE}:priorityClasses or use one of: {', '.join(sorted(known)) or 'none declared'}"))
+        for i, name in enumerate(tenant.priority_classes):
+            if name not in known:
+                out.append(ConfigProblem(config.file, f"{path}.priorityClasses[{i}]", f"unknown priority class {name!r}",
+                                         f"declare it under {NAMESPACE}:priorityClasses or remove it"))
+    return out
+
+
+def check_catalog_pins(config: StackConfig, catalog: Catalog | None) -> list[ConfigProblem]:
+    """Each tenant pins a release that exists and is still rendered (not draft, not retired)."""
+    if catalog is None:
+        return []
+    out = []
+    releases = {r.version: r for r in catalog.releases}
+    for path, tenant in _tenants(config):
+        release = releases.get(tenant.catalog_version)
+        if release is None:
+            out.append(ConfigProblem(config.file, f"{path}.catalogVersion", f"unknown catalog release {tenant.catalog_version!r}",
+                                     f"pin one of {', '.join(releases)} (trainyard catalog list)"))
+        elif release.status not in PINNABLE_STATUSES:
+            what = "retired" if release.status == RETIRED else f"{release.status} (not released)"
+            out.append(ConfigProblem(config.file, f"{path}.catalogVersion", f"release {release.version} is {what}",
+                                     f"move the tenant to {catalog.current.version}"))
+    return out
+
+
+def check_tenant_policies(config: StackConfig) -> list[ConfigProblem]:
+    out = []
+    for path, tenant in _tenants(config):
+        if tenant.pod_security and tenant.pod_security not in POD_SECURITY_LEVELS:
+            out.append(ConfigProblem(config.file, f"{path}.podSecurity", f"{tenant.pod_security!r} is not a Pod Security level",
+                                     f"use one of {', '.join(POD_SECURITY_LEVELS)}"))
+        if not tenant.groups.admins and not tenant.groups.users:
+            out.append(ConfigProblem(config.file, f"{path}.groups", "no admin or user group", "list at least one group"))
+    if config.policies.pod_security not in POD_SECURITY_LEVELS:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:policies.podSecurity", f"{config.policies.pod_security!r} is unknown",
+                                 f"use one of {', '.join(POD_SECURITY_LEVELS)}"))
+    return out
+
+
+def check_controller(config: StackConfig) -> list[ConfigProblem]:
+    out, ctl, base = [], config.controller, f"{NAMESPACE}:controller"
+    if ctl.replicas < 1:
+        out.append(ConfigProblem(config.file, f"{base}.replicas", f"{ctl.replicas} replicas", "run at least 1 replica"))
+    if config.policies.require_image_digest and "@sha256:" not in ctl.image:
+        out.append(ConfigProblem(config.file, f"{base}.image", f"{ctl.image!r} is not pinned by digest",
+                                 "use image@sha256:<digest> (policies.requireImageDigest is on)"))
+    if ctl.webhook.url and not ctl.webhook.url.startswith("https://"):
+        out.append(ConfigProblem(config.file, f"{base}.webhook.url", "admission webhooks must use https",
+                                 "use https://host:port"))
+    if ctl.webhook.failure_policy not in ("Fail", "Ignore"):
+        out.append(ConfigProblem(config.file, f"{base}.webhook.failurePolicy", f"{ctl.webhook.failure_policy!r}",
+                                 "use Fail or Ignore"))
+    if not config.controllers_run_locally and not (config.kubeconfig or config.kube_context):
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:kubeContext", "no kubeconfig or context for this stack",
+                                 "set trainyard:kubeconfig and/or trainyard:kubeContext (no ambient kubeconfig is used)"))
+    return out
+
+
+RULES = (check_names, check_duplicates, check_cluster, check_capacity, check_queue_parents,
+         check_priority_classes, check_tenant_policies, check_controller)
+
+
+def validate_stack(config: StackConfig, catalog: Catalog | None = None) -> list[ConfigProblem]:
+    """Every cross-field problem of a parsed stack, in rule order."""
+    problems = [p for rule in RULES for p in rule(config)]
+    return problems + check_catalog_pins(config, catalog)
+
+
+def load_stack(values: Mapping[str, Any], *, file: str, catalog: Catalog | None = None) -> StackConfig:
+    """Parse and validate; raise one StackConfigError listing everything wrong."""
+    config, problems = parse_stack_config(values, file=file)
+    raise_on(problems + validate_stack(config, catalog))
+    return config

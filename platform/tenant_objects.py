@@ -1,0 +1,127 @@
+"""A tenant's namespaced objects, as plain dicts: Namespace, quotas, LimitRange, NetworkPolicy, Queue.
+
+The ResourceQuota is a backstop at least as large as the queue capability: Volcano gates whole
+gangs on the queue, while quota admission rejects pods one by one (and could strand half a gang).
+"""
+
+from __future__ import annotations
+
+from trainyard.platform.stack_config import PolicySpec, TenantSpec
+from trainyard.queues.resources import GPU
+from trainyard.queues.volcano_queues import render_queue
+
+TENANT_LABEL = "trainyard.dev/tenant"
+QUEUE_LABEL = "trainyard.dev/queue"
+PART_OF = {"app.kubernetes.io/part-of": "trainyard"}
+TRAINJOB_COUNT = "count/trainjobs.trainer.kubeflow.org"
+
+
+def tenant_labels(tenant: TenantSpec) -> dict[str, str]:
+    return {**PART_OF, TENANT_LABEL: tenant.name}
+
+
+def render_namespace(tenant: TenantSpec, policies: PolicySpec) -> dict:
+    """Pod Security enforced at the tenant's level; the default queue is readable by the queue guard (CEL)."""
+    level = tenant.pod_security or policies.pod_security
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": tenant.namespace,
+            "labels": {
+                **tenant_labels(tenant),
+                QUEUE_LABEL: tenant.queue.name,
+                "pod-security.kubernetes.io/enforce": level,
+                "pod-security.kubernetes.io/audit": "restricted",
+                "pod-security.kubernetes.io/warn": "restricted",
+            },
+        },
+    }
+
+
+def _meta(tenant: TenantSpec, name: str) -> dict:
+    return {"name": name, "namespace": tenant.namespace, "labels": tenant_labels(tenant)}
+
+
+def render_resource_quota(tenant: TenantSpec) -> dict:
+    quota = tenant.quota
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _meta(tenant, "tenant-quota"),
+        "spec": {"hard": {
+            "requests.cpu": str(quota.cpu),
+            "requests.memory": str(quota.memory),
+            f"requests.{GPU}": str(quota.gpu),
+            TRAINJOB_COUNT: str(quota.train_jobs),
+        }},
+    }
+
+
+def render_priority_quotas(tenant: TenantSpec) -> list[dict]:
+    """Priority classes the tenant may use: its GPU quota is only usable under allowed classes, and a
+    pod naming any other class hits a zero-pod quota. Pods naming no class are left to the default."""
+    allowed = list(tenant.allowed_priority_classes)
+    if not allowed:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta(tenant, "allowed-priority-classes"),
+            "spec": {
+                "hard": {f"requests.{GPU}": str(tenant.quota.gpu)},
+                "scopeSelector": {"matchExpressions": [
+                    {"scopeName": "PriorityClass", "operator": "In", "values": allowed}]},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta(tenant, "other-priority-classes"),
+            "spec": {
+                "hard": {"pods": "0"},
+                "scopeSelector": {"matchExpressions": [
+                    {"scopeName": "PriorityClass", "operator": "Exists"},
+                    {"scopeName": "PriorityClass", "operator": "NotIn", "values": allowed},
+                ]},
+            },
+        },
+    ]
+
+
+def render_limit_range(tenant: TenantSpec) -> dict:
+    """Defaults for containers that state no requests, so quota accounting never rejects them outright."""
+    limits = tenant.limits
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta(tenant, "tenant-defaults"),
+        "spec": {"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": limits.default_cpu, "memory": limits.default_memory},
+            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
+        }]},
+    }
+
+
+def render_default_deny(tenant: TenantSpec) -> dict:
+    """Deny ingress from other namespaces; pods of one job still talk to each other (rendezvous, NCCL)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(tenant, "default-deny-other-namespaces"),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        },
+    }
+
+
+def wants_default_deny(tenant: TenantSpec, policies: PolicySpec) -> bool:
+    return policies.default_deny_network if tenant.default_deny_network is None else tenant.default_deny_network
+
+
+def render_tenant_queue(tenant: TenantSpec) -> dict:
+    return render_queue(tenant.queue, labels=tenant_labels(tenant))

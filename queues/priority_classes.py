@@ -1,0 +1,31 @@
+"""PriorityClasses from stack config: job priority for Volcano's `priority` plugin and pod priority."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+API_VERSION = "scheduling.k8s.io/v1"
+MAX_USER_VALUE = 1_000_000_000
+"""Values above this are reserved for system-* classes by the API server."""
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+    description: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
+    global_default: bool = False
+
+
+def render_priority_class(spec: PriorityClassSpec) -> dict:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PriorityClass",
+        "metadata": {"name": spec.name, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "value": spec.value,
+        "globalDefault": spec.global_default,
+        "preemptionPolicy": spec.preemption_policy,
+        "description": spec.description or f"trainyard priority {spec.name}",
+    }

@@ -1,0 +1,62 @@
+"""Volcano Queues (`scheduling.volcano.sh/v1beta1`, cluster-scoped), one per tenant plus optional parents.
+
+The tenant API stores weight, capability, deserved and guarantee whatever the queue plugin is,
+so switching between `proportion` and `capacity` is a scheduler-config change, not a tenant edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from trainyard.queues.resources import as_strings, over
+
+API_VERSION = "scheduling.volcano.sh/v1beta1"
+RESERVED_QUEUES = ("root", "default")
+"""Created by vc-scheduler at startup; tenants must not claim them."""
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    weight: int = 1
+    capability: Mapping[str, object] = field(default_factory=dict)
+    deserved: Mapping[str, object] = field(default_factory=dict)
+    guarantee: Mapping[str, object] = field(default_factory=dict)
+    reclaimable: bool = True
+    parent: str | None = None
+    priority: int | None = None
+
+
+def ordering_problems(spec: QueueSpec) -> list[tuple[str, str, str]]:
+    """(field, message, fix) where guarantee <= deserved <= capability fails, as Volcano's webhook checks."""
+    out = []
+    for name in over(spec.deserved, spec.capability):
+        out.append((f"deserved.{name}", f"deserved {spec.deserved[name]} is above capability {spec.capability[name]}",
+                    "lower deserved or raise capability"))
+    for name in over(spec.guarantee, spec.deserved or spec.capability):
+        out.append((f"guarantee.{name}", f"guarantee {spec.guarantee[name]} is above deserved/capability",
+                    "lower the guarantee"))
+    for name in spec.guarantee:
+        if spec.deserved and name not in spec.deserved:
+            out.append((f"guarantee.{name}", "a guarantee needs a deserved value for the same resource",
+                        f"add deserved.{name}"))
+    return out
+
+
+def render_queue(spec: QueueSpec, labels: Mapping[str, str] | None = None) -> dict:
+    """One Queue object; empty resource lists are left out so Volcano's defaults apply."""
+    body: dict = {"weight": spec.weight, "reclaimable": spec.reclaimable}
+    for key, resources in (("capability", spec.capability), ("deserved", spec.deserved)):
+        if resources:
+            body[key] = as_strings(resources)
+    if spec.guarantee:
+        body["guarantee"] = {"resource": as_strings(spec.guarantee)}
+    if spec.parent:
+        body["parent"] = spec.parent
+    if spec.priority is not None:
+        body["priority"] = spec.priority
+    metadata: dict = {"name": spec.name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": API_VERSION, "kind": "Queue", "metadata": metadata, "spec": body}

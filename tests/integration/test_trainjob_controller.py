@@ -1,0 +1,212 @@
+"""trainyard's TrainJob controller against the real API server, JobSet controller and Volcano."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainyard.cluster import local
+from trainyard.cluster.processes import ProcessTable
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
+SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
+
+
+def torch_runtime(name: str, gpus: int = 8, image: str = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime") -> dict:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "podGroupPolicy": {"volcano": {}},
+            "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "default"}},
+                         "spec": {"replicatedJobs": [{
+                             "name": "node",
+                             "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                          "spec": {"template": {"spec": {
+                                              "schedulerName": "volcano",
+                                              "containers": [{"name": "node", "image": image,
+                                                              "command": ["torchrun", "train.py"],
+                                                              "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}},
+                         }]}},
+        },
+    }
+
+
+def trainjob(name: str, namespace: str, runtime: str, nodes: int = 2, suspend: bool = False) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runtimeRef": {"name": runtime}, "suspend": suspend,
+                     "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"nvidia.com/gpu": "8"}}}}}
+
+
+def get(cluster, kind_plural: str, name: str, namespace: str | None = None, group=GROUP, version=VERSION):
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        if namespace:
+            return cluster.custom.get_namespaced_custom_object(group, version, namespace, kind_plural, name)
+        return cluster.custom.get_cluster_custom_object(group, version, kind_plural, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def jobset(cluster, name, ns):
+    return get(cluster, "jobsets", name, ns, "jobset.x-k8s.io", "v1alpha2")
+
+
+def podgroup(cluster, name, ns):
+    return get(cluster, "podgroups", name, ns, "scheduling.volcano.sh", "v1beta1")
+
+
+def condition(obj: dict | None, kind: str) -> dict | None:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return cond
+    return None
+
+
+def create(cluster, obj: dict) -> None:
+    cluster.kubectl("create", "-f", "-", input_text=json.dumps(obj))
+
+
+@pytest.fixture
+def runtime(cluster):
+    name = f"torch-{uuid.uuid4().hex[:6]}"
+    create(cluster, torch_runtime(name))
+    yield name
+    cluster.kubectl("delete", "clustertrainingruntime", name, "--wait=false")
+
+
+def test_trainjob_builds_snapshot_jobset_and_podgroup_then_completes(cluster, runtime):
+    ns = cluster.namespace("tj")
+    create(cluster, trainjob("mnist", ns, runtime))
+    tj = get(cluster, "trainjobs", "mnist", ns)
+    uid = tj["metadata"]["uid"]
+
+    js = cluster.wait(lambda: jobset(cluster, "mnist", ns), what="the JobSet")
+    pg = cluster.wait(lambda: podgroup(cluster, "mnist", ns), what="the Volcano PodGroup")
+    snap = cluster.core.read_namespaced_config_map("mnist-runtime-snapshot", ns)
+    for obj_refs in (js["metadata"]["ownerReferences"], pg["metadata"]["ownerReferences"],
+                     [r.to_dict() for r in snap.metadata.owner_references]):
+        (ref,) = obj_refs
+        assert ref["uid"] == uid and ref["kind"] == "TrainJob" and ref["controller"] is True
+    assert pg["spec"]["minMember"] == 2
+    assert pg["spec"]["queue"] == "default"
+    assert pg["spec"]["minResources"]["nvidia.com/gpu"] in ("16", 16)
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
+    assert yaml.safe_load(snap.data["runtime"])["metadata"]["name"] == runtime
+
+    done = cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "mnist", ns), "Complete"))
+                        and c["status"] == "True" and c, timeout=120, what="TrainJob Complete")
+    assert done["reason"]
+    pods = cluster.core.list_namespaced_pod(ns).items
+    assert len(pods) == 2 and all(p.spec.node_name for p in pods), "gang of two bound to GPU nodes"
+    assert all(p.metadata.annotations.get("scheduling.k8s.io/group-name") == "mnist" for p in pods)
+    status = get(cluster, "trainjobs", "mnist", ns)["status"]
+    assert status["jobsStatus"][0]["name"] == "node"
+
+
+def test_suspend_then_resume(cluster, runtime):
+    ns = cluster.namespace("susp")
+    create(cluster, trainjob("paused", ns, runtime, suspend=True))
+    cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "paused", ns), "Suspended"))
+                 and c["status"] == "True", what="Suspended=True")
+    js = cluster.wait(lambda: jobset(cluster, "paused", ns), what="the suspended JobSet")
+    assert js["spec"]["suspend"] is True
+    time.sleep(2)
+    assert cluster.core.list_namespaced_pod(ns).items == [], "a suspended TrainJob runs no pods"
+
+    cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "trainjobs", "paused", {"spec": {"suspend": False}})
+    resumed = cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "paused", ns), "Suspended"))
+                           and c["status"] == "False" and c, what="Suspended=False")
+    assert resumed["reason"] == "Resumed"
+    cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "paused", ns), "Complete")) and c["status"] == "True",
+                 timeout=120, what="the resumed TrainJob to complete")
+
+
+def test_runtime_edit_leaves_an_existing_trainjob_unchanged(cluster, runtime):
+    ns = cluster.namespace("snap")
+    create(cluster, trainjob("pinned", ns, runtime, suspend=True))
+    before = cluster.wait(lambda: jobset(cluster, "pinned", ns), what="the JobSet")
+    image = before["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    cluster.custom.patch_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes", runtime, {"spec": {"template": {
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {"containers": [
+            {"name": "node", "image": "example.com/changed:1"}]}}}}}]}}}})
+    # resume: the JobSet is re-applied (the only time it is), still from the snapshot
+    cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "trainjobs", "pinned", {"spec": {"suspend": False}})
+    cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "pinned", ns), "Suspended")) and c["status"] == "False",
+                 what="resume")
+    after = jobset(cluster, "pinned", ns)
+    assert after["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_controller_killed_while_100_trainjobs_are_created_converges(cluster, runtime):
+    ns = cluster.namespace("crash")
+    table = ProcessTable(local.ClusterPaths.for_name(cluster.name).root)
+    names = [f"job-{i:03d}" for i in range(100)]
+    for index, name in enumerate(names):
+        create(cluster, trainjob(name, ns, runtime, nodes=1, suspend=True))
+        if index == 30:
+            table.kill("trainjob-controller")
+        if index == 60:
+            table.restart("trainjob-controller")
+
+    def converged():
+        jobsets = cluster.custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets")["items"]
+        pgs = cluster.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]
+        snaps = [c for c in cluster.core.list_namespaced_config_map(ns).items if c.metadata.name.endswith("-runtime-snapshot")]
+        return (len(jobsets), len(pgs), len(snaps)) == (100, 100, 100) and (jobsets, pgs, snaps)
+
+    jobsets, pgs, snaps = cluster.wait(converged, timeout=300, interval=2, what="100 JobSets, PodGroups and snapshots")
+    tjs = {t["metadata"]["name"]: t["metadata"]["uid"] for t in
+           cluster.custom.list_namespaced_custom_object(GROUP, VERSION, ns, "trainjobs")["items"]}
+    for kind, items in (("JobSet", jobsets), ("PodGroup", pgs)):
+        assert sorted(i["metadata"]["name"] for i in items) == names, f"one {kind} per TrainJob"
+        for item in items:
+            (ref,) = item["metadata"]["ownerReferences"]
+            assert tjs[ref["name"]] == ref["uid"], f"{kind} {item['metadata']['name']} is not orphaned"
+    for snap in snaps:
+        (ref,) = snap.metadata.owner_references
+        assert tjs[ref.name] == ref.uid
+
+
+def _seed(name: str) -> dict:
+    return yaml.safe_load((SEEDS / name).read_text())
+
+
+@pytest.mark.parametrize("pair", yaml.safe_load((SEEDS / "index.yaml").read_text())["pairs"],
+                         ids=lambda p: p["trainjob"].removesuffix(".yaml"))
+def test_seed_trainjob_reconciles(cluster, pair):
+    tj = _seed(pair["trainjob"])
+    ns = tj["metadata"].get("namespace") or "default"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for extra in pair.get("cluster", []):
+        cluster.apply(_seed(extra))
+    runtime = _seed(pair["runtime"])
+    for pc in _priority_classes(runtime):
+        cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
+                       "value": 1000})
+    cluster.apply(runtime)
+    tj["metadata"]["name"] = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
+    cluster.apply(tj)
+    name = tj["metadata"]["name"]
+    js = cluster.wait(lambda: jobset(cluster, name, ns), timeout=60, what=f"the JobSet of seed {pair['trainjob']}")
+    assert js["metadata"]["ownerReferences"][0]["name"] == name
+
+
+def _priority_classes(runtime: dict) -> set[str]:
+    found = set()
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pc = job["template"]["spec"]["template"]["spec"].get("priorityClassName")
+        if pc:
+            found.add(pc)
+    return found

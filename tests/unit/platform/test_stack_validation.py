@@ -1,0 +1,126 @@
+"""Each bad stack input -> one error naming the stack file, the field path and the fix."""
+
+import pytest
+
+from trainyard.platform.problems import StackConfigError
+from trainyard.platform.stack_config import parse_stack_config, stack_values
+from trainyard.platform.stack_validation import load_stack
+
+FILE = "stacks/Pulumi.test.yaml"
+
+
+def _set(values, path, value):
+    target = values
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+
+
+CASES = [
+    ("duplicate tenant", ("tenants", 1, "name"), "team-a", "trainyard:tenants[1].name", "unique"),
+    ("duplicate namespace", ("tenants", 1, "namespace"), "team-a", "trainyard:tenants[1].namespace", "unique"),
+    ("duplicate queue", ("tenants", 1, "queue", "name"), "team-a", "trainyard:tenants[1].queue.name", "unique"),
+    ("invalid name", ("tenants", 0, "name"), "Team_A", "trainyard:tenants[0].name", "lowercase"),
+    ("invalid namespace", ("tenants", 0, "namespace"), "team-a-" + "x" * 60, "trainyard:tenants[0].namespace", "63"),
+    ("system namespace", ("tenants", 0, "namespace"), "kube-system", "trainyard:tenants[0].namespace", "own namespace"),
+    ("reserved queue", ("tenants", 0, "queue", "name"), "default", "trainyard:tenants[0].queue.name", "after the tenant"),
+    ("capability above quota", ("tenants", 0, "queue", "capability"), {"nvidia.com/gpu": 24},
+     "trainyard:tenants[0].queue.capability[nvidia.com/gpu]", "raise quota.gpu"),
+    ("capability above cluster", ("tenants", 0, "queue", "capability"), {"cpu": 1000},
+     "trainyard:tenants[0].queue.capability[cpu]", "trainyard:cluster"),
+    ("quota above cluster", ("tenants", 1, "quota", "gpu"), 64, "trainyard:tenants[1].quota.gpu", "cluster has"),
+    ("unknown release", ("tenants", 0, "catalogVersion"), "7.0.0", "trainyard:tenants[0].catalogVersion", "pin one of"),
+    ("retired release", ("tenants", 0, "catalogVersion"), "0.9.0", "trainyard:tenants[0].catalogVersion", "1.1.0"),
+    ("draft release", ("tenants", 0, "catalogVersion"), "1.2.0", "trainyard:tenants[0].catalogVersion", "move the tenant"),
+    ("unknown default priority class", ("tenants", 0, "defaultPriorityClass"), "urgent",
+     "trainyard:tenants[0].defaultPriorityClass", "trainyard:priorityClasses"),
+    ("unknown allowed priority class", ("tenants", 0, "priorityClasses"), ["urgent"],
+     "trainyard:tenants[0].priorityClasses[0]", "declare it"),
+    ("missing quota", ("tenants", 1, "quota"), None, "trainyard:tenants[1].quota", "add quota"),
+    ("bad quantity", ("tenants", 1, "quota", "memory"), "lots", "trainyard:tenants[1].quota.memory", "512Gi"),
+    ("bad capability quantity", ("tenants", 0, "queue", "capability"), {"cpu": "many"},
+     "trainyard:tenants[0].queue.capability[cpu]", "512Gi"),
+    ("missing cluster", ("cluster",), None, "trainyard:cluster", "add trainyard:cluster"),
+    ("zero nodes", ("cluster", "nodes"), 0, "trainyard:cluster.nodes", "real count"),
+    ("wrong type", ("cluster", "gpusPerNode"), "eight", "trainyard:cluster.gpusPerNode", "int"),
+    ("unknown parent queue", ("tenants", 0, "queue", "parent"), "org", "trainyard:tenants[0].queue.parent", "declare it"),
+    ("system priority class", ("priorityClasses", 0, "name"), "system-x", "trainyard:priorityClasses[0].name", "another name"),
+    ("priority out of range", ("priorityClasses", 1, "value"), 2_000_000_000, "trainyard:priorityClasses[1].value", "between"),
+    ("bad scheduler profile", ("scheduler",), {"profile": "fast"}, "trainyard:scheduler.profile", "allowed values"),
+    ("no kube target", ("kubeContext",), None, "trainyard:kubeContext", "no ambient kubeconfig"),
+    ("bad pod security", ("tenants", 0, "podSecurity"), "strict", "trainyard:tenants[0].podSecurity", "restricted"),
+    ("http webhook", ("controller",), {"webhook": {"url": "http://127.0.0.1:9443"}}, "trainyard:controller.webhook.url", "https"),
+]
+
+
+@pytest.mark.parametrize("path,value,field,fix", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_names_file_field_and_fix(values, catalog, path, value, field, fix):
+    if path == ("kubeContext",):
+        values.pop("kubeconfig")
+    _set(values, path, value)
+    with pytest.raises(StackConfigError) as caught:
+        load_stack(values, file=FILE, catalog=catalog)
+    matching = [p for p in caught.value.problems if p.field == field]
+    assert matching, f"no problem for {field}; got {[str(p) for p in caught.value.problems]}"
+    assert all(p.file == FILE for p in caught.value.problems)
+    assert any(fix in p.fix for p in matching), [p.fix for p in matching]
+    assert FILE in str(caught.value) and field in str(caught.value)
+
+
+def test_valid_stack_loads_and_defaults_queue_capability_to_quota(values, catalog):
+    config = load_stack(values, file=FILE, catalog=catalog)
+    team_b = config.tenants[1]
+    assert team_b.queue.capability == {"cpu": 96, "memory": "512Gi", "nvidia.com/gpu": 8}
+    assert team_b.groups.admins == ("team-b-admins",) and team_b.groups.users == ("team-b-users",)
+    assert config.tenants[0].allowed_priority_classes == ("train-high", "train-default")
+
+
+def test_all_problems_are_reported_together(values, catalog):
+    values["tenants"][1]["name"] = "team-a"
+    values["tenants"][0]["catalogVersion"] = "0.9.0"
+    values["cluster"]["nodes"] = 0
+    with pytest.raises(StackConfigError) as caught:
+        load_stack(values, file=FILE, catalog=catalog)
+    fields = {p.field for p in caught.value.problems}
+    assert {"trainyard:tenants[1].name", "trainyard:tenants[0].catalogVersion", "trainyard:cluster.nodes"} <= fields
+
+
+def test_proportion_refuses_hierarchy(values, catalog):
+    values["queues"] = [{"name": "org"}]
+    values["tenants"][0]["queue"]["parent"] = "org"
+    with pytest.raises(StackConfigError, match="needs the capacity plugin"):
+        load_stack(values, file=FILE, catalog=catalog)
+    values["scheduler"] = {"queuePlugin": "capacity"}
+    assert load_stack(values, file=FILE, catalog=catalog).scheduler.hierarchical_queues
+
+
+def test_digest_policy_applies_to_controller_image(values, catalog):
+    values["policies"] = {"requireImageDigest": True}
+    with pytest.raises(StackConfigError, match="trainyard:controller.image"):
+        load_stack(values, file=FILE, catalog=catalog)
+
+
+def test_stack_values_strip_the_namespace():
+    document = {"config": {"trainyard:tenants": [], "kubernetes:strictMode": "true", "trainyard:kubeContext": "x"}}
+    assert stack_values(document) == {"tenants": [], "kubeContext": "x"}
+
+
+def test_pulumi_string_booleans_are_accepted(values):
+    values["controllersRunLocally"] = "true"
+    config, problems = parse_stack_config(values, file=FILE)
+    assert config.controllers_run_locally is True and problems == []
+
+
+@pytest.mark.parametrize("stack", ["local", "dev", "prod"])
+def test_shipped_stacks_are_valid(stack):
+    from pathlib import Path
+
+    import yaml
+
+    from trainyard.runtimes import load_catalog
+
+    root = Path(__file__).resolve().parents[3]
+    document = yaml.safe_load((root / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    config = load_stack(stack_values(document), file=f"stacks/Pulumi.{stack}.yaml", catalog=load_catalog())
+    assert config.tenants
+    assert config.controllers_run_locally is (stack == "local")

@@ -1,0 +1,123 @@
+"""Tenant objects, RBAC, queue guard and controller objects."""
+
+import pytest
+
+from trainyard.platform import controller_objects as ctl
+from trainyard.platform import tenant_objects as objs
+from trainyard.platform.policy_pack.checks import tenant_coverage_violations, wildcard_violations
+from trainyard.platform.queue_guard import QUEUE_ANNOTATION, render_queue_guard_binding, render_queue_guard_policy
+from trainyard.platform.stack_config import ControllerSpec, PolicySpec, WebhookSpec
+from trainyard.platform.stack_validation import load_stack
+from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role, wildcard_rules
+
+FILE = "stacks/Pulumi.test.yaml"
+
+
+@pytest.fixture
+def tenant(values, catalog):
+    return load_stack(values, file=FILE, catalog=catalog).tenants[0]
+
+
+def test_namespace_labels(tenant):
+    labels = objs.render_namespace(tenant, PolicySpec(pod_security="restricted"))["metadata"]["labels"]
+    assert labels["trainyard.dev/queue"] == "team-a" and labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_resource_quota(tenant):
+    hard = objs.render_resource_quota(tenant)["spec"]["hard"]
+    assert hard == {"requests.cpu": "96", "requests.memory": "512Gi", "requests.nvidia.com/gpu": "16",
+                    "count/trainjobs.trainer.kubeflow.org": "100"}
+
+
+def test_priority_quotas_allow_listed_classes_and_block_others(tenant):
+    allowed, others = objs.render_priority_quotas(tenant)
+    assert allowed["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["train-high", "train-default"]}]
+    assert others["spec"]["hard"] == {"pods": "0"}
+    assert {e["operator"] for e in others["spec"]["scopeSelector"]["matchExpressions"]} == {"Exists", "NotIn"}
+
+
+def test_limit_range_and_network_policy(tenant):
+    assert objs.render_limit_range(tenant)["spec"]["limits"][0]["defaultRequest"] == {"cpu": "1", "memory": "4Gi"}
+    assert objs.wants_default_deny(tenant, PolicySpec(default_deny_network=True))
+    assert objs.render_default_deny(tenant)["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+
+
+def test_tenant_rbac_is_namespaced_read_only_on_runtimes_and_wildcard_free(tenant):
+    rbac = render_tenant_rbac(tenant) + [runtime_reader_cluster_role()]
+    assert all(wildcard_rules(obj) == [] for obj in rbac)
+    roles = [o for o in rbac if o["kind"] == "Role"]
+    assert all(r["metadata"]["namespace"] == "team-a" for r in roles)
+    for role in roles + [runtime_reader_cluster_role()]:
+        for rule in role["rules"]:
+            if {"trainingruntimes", "clustertrainingruntimes"} & set(rule["resources"]):
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}
+            assert not {"queues", "resourcequotas", "namespaces", "priorityclasses"} & set(rule["resources"])
+    subjects = {s["name"] for o in rbac if o["kind"] == "RoleBinding" for s in o["subjects"]}
+    assert subjects == {"team-a-admins", "team-a-users"}
+
+
+def test_wildcards_are_detected():
+    assert wildcard_rules({"rules": [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]})
+    assert wildcard_violations("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+                               {"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]})
+
+
+def test_queue_guard_cel_covers_every_place_a_queue_can_be_named():
+    policy = render_queue_guard_policy()
+    text = " ".join(v["expression"] for v in policy["spec"]["validations"])
+    assert policy["spec"]["variables"] == [
+        {"name": "queue", "expression": "namespaceObject.?metadata.?labels[?'trainyard.dev/queue'].orValue('')"}]
+    for fragment in ("object.?spec.?queue", "object.?metadata.?annotations", "p.?trainingRuntimeSpec.?template",
+                     "j.?template.?spec.?template", "object.?spec.?replicatedJobs", "podTemplateOverrides",
+                     f"[?'{QUEUE_ANNOTATION}']"):
+        assert fragment in text, fragment
+    resources = {r["resources"][0] for r in policy["spec"]["matchConstraints"]["resourceRules"]}
+    assert resources == {"pods", "podgroups", "trainjobs", "jobsets"}
+    assert text.count("(") == text.count(")")
+
+
+def test_queue_guard_binding_targets_only_the_tenant_namespace(tenant):
+    spec = render_queue_guard_binding(tenant)["spec"]
+    assert spec["validationActions"] == ["Deny"]
+    assert spec["matchResources"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}
+
+
+def test_controller_rbac_is_least_privilege():
+    objects = ctl.render_controller_rbac(ControllerSpec())
+    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
+    assert wildcard_rules(cluster_role) == []
+    resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
+    assert {"trainjobs", "trainjobs/status", "jobsets", "podgroups", "queues", "priorityclasses"} <= resources
+    assert "leases" not in resources  # leases only in its own namespace
+    lease_role = next(o for o in objects if o["kind"] == "Role")
+    assert lease_role["metadata"]["namespace"] == "trainyard-system"
+
+
+def test_controller_deployment_runs_the_cli_with_config_image_and_replicas():
+    deployment = ctl.render_controller_deployment(ControllerSpec(image="img@sha256:x", replicas=3))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert deployment["spec"]["replicas"] == 3 and container["image"] == "img@sha256:x"
+    assert container["command"][:3] == ["trainyard", "controller", "run"]
+
+
+def test_webhook_url_mode_for_local_and_service_mode_in_cluster():
+    local = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(url="https://127.0.0.1:36431")), "PEM")
+    assert local["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:36431/")
+    incluster = ctl.render_controller_webhook(ControllerSpec())
+    assert incluster["webhooks"][0]["clientConfig"]["service"]["name"] == "trainyard-controller-webhook"
+    assert "cert-manager.io/inject-ca-from" in incluster["metadata"]["annotations"]
+
+
+def test_policy_pack_tenant_coverage_reports_missing_pieces(tenant):
+    ns = objs.render_namespace(tenant, PolicySpec())
+    t = lambda group_kind: f"kubernetes:{group_kind}"  # noqa: E731
+    complete = [(t("core/v1:Namespace"), ns), (t("core/v1:ResourceQuota"), objs.render_resource_quota(tenant)),
+                (t("scheduling.volcano.sh/v1beta1:Queue"), objs.render_tenant_queue(tenant)),
+                (t("admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"), render_queue_guard_binding(tenant))]
+    complete += [(t("rbac.authorization.k8s.io/v1:" + o["kind"]), o) for o in render_tenant_rbac(tenant)]
+    assert tenant_coverage_violations(complete) == []
+    assert tenant_coverage_violations(complete[:1]) == [
+        "tenant namespace team-a has no ResourceQuota on requests.nvidia.com/gpu",
+        "tenant namespace team-a has no RoleBinding", "tenant team-a has no Volcano Queue",
+        "tenant team-a has no queue-guard ValidatingAdmissionPolicyBinding"]
