@@ -169,8 +169,8 @@ def diff(ctx: typer.Context, old: str = typer.Argument(..., help="Older release.
 def lint(ctx: typer.Context) -> None:
     """Validate every rendered runtime of every non-retired release (schema, admission, sample build, lock)."""
     catalog = _load(ctx)
-    checks, warnings = load_controller_checks()
-    findings = warnings + lint_catalog(catalog, _load_stacks(ctx, required=False), checks)
+    checks = load_controller_checks()
+    findings = lint_catalog(catalog, _load_stacks(ctx, required=False), checks)
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     for finding in findings:
         style = "red" if finding.severity == "error" else "yellow"
@@ -218,7 +218,7 @@ def release(
     if changelog is not None and draft.status == DRAFT:
         catalog = replace(catalog, releases=tuple(replace(r, changelog=changelog.strip()) if r is draft else r for r in catalog.releases))
     if draft.status == DRAFT:
-        checks, _ = load_controller_checks()
+        checks = load_controller_checks()
         problems = errors(lint_release(catalog, version, checks))
         if problems:
             raise CatalogError(*problems)

@@ -5,8 +5,9 @@ rules (framework label, pinned images, ancestor labels on the Job template);
 the runtime CRD's openAPIV3Schema; upstream runtime admission; and a sample
 TrainJob building a JobSet (and, for the tenant form, a Volcano PodGroup in the
 tenant's queue) through the controller pipeline. The controller parts are
-passed in as ``ControllerChecks`` so the rules stay pure and testable;
-``load_controller_checks`` imports them lazily from ``trainyard.controller``.
+passed in as ``ControllerChecks`` so the rules stay pure; ``load_controller_checks``
+imports them lazily from ``trainyard.controller`` and fails (a ``CatalogError``)
+if any part cannot be imported: lint never silently skips a check.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ LINT_TENANT = Tenant(name="catalog-lint", namespace="catalog-lint", catalog_vers
 
 @dataclass(frozen=True)
 class ControllerChecks:
-    """The controller's view of a runtime; any part may be missing (then its check is skipped with a warning)."""
+    """The controller's view of a runtime: every part is required."""
 
     schemas: Mapping[str, Mapping[str, Any]]
     """Runtime kind -> openAPIV3Schema (from ``trainyard.controller.crds.crd_objects``)."""
-    validate_runtime: Callable[..., Any] | None = None
+    validate_runtime: Callable[..., Any]
     """``trainyard.controller.admission.validate_runtime(runtime, old=None)`` -> has ``.errors``/``.warnings``."""
-    build_objects: Callable[..., list[dict]] | None = None
+    build_objects: Callable[..., list[dict]]
     """``trainyard.controller.build.build_objects(trainjob, runtime, existing)`` -> objects to apply."""
 
 
@@ -52,49 +53,44 @@ def runtime_schemas(crds: list[dict]) -> dict[str, Mapping[str, Any]]:
     return schemas
 
 
-def load_controller_checks() -> tuple[ControllerChecks, list[Finding]]:
-    """Import the controller pipeline lazily; report each missing part as a warning."""
-    warnings: list[Finding] = []
-    schemas: dict[str, Mapping[str, Any]] = {}
-    validate_runtime = build_objects = None
-    try:
-        from trainyard.controller.crds import crd_objects
-
-        schemas = runtime_schemas(crd_objects())
-    except ImportError as err:
-        warnings.append(_missing("CRD schema", err))
+def load_controller_checks() -> ControllerChecks:
+    """Import the controller pipeline lazily; raise ``CatalogError`` if any part of it is unavailable."""
     try:
         from trainyard.controller.admission import validate_runtime
-    except ImportError as err:
-        warnings.append(_missing("runtime admission", err))
-    try:
         from trainyard.controller.build import build_objects
+        from trainyard.controller.crds import crd_objects
     except ImportError as err:
-        warnings.append(_missing("sample TrainJob build", err))
-    return ControllerChecks(schemas, validate_runtime, build_objects), warnings
-
-
-def _missing(what: str, err: ImportError) -> Finding:
-    return Finding(
-        f"{what} check skipped: trainyard.controller is not importable ({err})",
-        fix="install the controller package (pip install -e .) so lint covers it",
-        severity="warning",
-    )
+        raise CatalogError(
+            Finding(
+                f"catalog lint needs trainyard.controller (CRD schema, runtime admission, sample TrainJob build), "
+                f"which cannot be imported: {type(err).__name__}: {err}",
+                fix="reinstall trainyard (pip install -e .); the controller ships in the same distribution",
+            )
+        ) from err
+    schemas = runtime_schemas(crd_objects())
+    missing = [kind for kind in (CLUSTER_KIND, TENANT_KIND) if not schemas.get(kind)]
+    if missing:
+        raise CatalogError(
+            Finding(
+                f"trainyard.controller.crds.crd_objects() has no {API_VERSION} openAPIV3Schema for {', '.join(missing)}",
+                fix="report the controller bug: catalog lint cannot check runtimes against the CRD without it",
+            )
+        )
+    return ControllerChecks(schemas, validate_runtime, build_objects)
 
 
 # --- controller checks --------------------------------------------------------------------------
 
 
 def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
-    schema = checks.schemas.get(runtime.get("kind", ""))
+    kind = runtime.get("kind", "")
+    schema = checks.schemas.get(kind)
     if not schema:
-        return []
+        return [(f"CRD schema: no runtime CRD for kind {kind!r}", f"use kind {CLUSTER_KIND}")]
     return [(f"CRD schema: {problem}", "correct the field to match the runtime CRD") for problem in validate(runtime, schema)]
 
 
 def check_admission(runtime: dict, checks: ControllerChecks) -> list[Problem]:
-    if checks.validate_runtime is None:
-        return []
     try:
         result = checks.validate_runtime(runtime)
     except Exception as err:  # a crash is a finding, not a lint crash
@@ -119,8 +115,6 @@ def sample_trainjob(runtime: dict) -> dict:
 
 def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = None) -> list[Problem]:
     """A sample TrainJob must build a JobSet with the runtime's jobs (and, for tenants, a PodGroup in the queue)."""
-    if checks.build_objects is None:
-        return []
     fix = "fix the runtime so the controller can build a JobSet from it"
     try:
         objects = checks.build_objects(sample_trainjob(runtime), runtime, [])
@@ -183,8 +177,6 @@ def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> li
 
 
 def _admission_warnings(runtime: dict, checks: ControllerChecks) -> list[str]:
-    if checks.validate_runtime is None:
-        return []
     try:
         return [str(w) for w in checks.validate_runtime(runtime).warnings]
     except Exception:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainyard.runtimes.lint import ControllerChecks
+from trainyard.runtimes.lint import load_controller_checks
 from trainyard.runtimes.lock import empty_lock, lock_entry, with_release
 from trainyard.runtimes.model import Catalog, Release, ReleaseSources, Tenant
 from trainyard.runtimes.render import render_release_sources
@@ -72,67 +71,7 @@ def snapshot(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-# --- a stand-in for the controller (schema, admission, build), so catalog tests do not depend on it ---
+# --- the real controller checks (CRD schema, runtime admission, sample build) -----------------------
 
-RUNTIME_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "properties": {
-                "mlPolicy": {
-                    "type": "object",
-                    "properties": {
-                        "numNodes": {"type": "integer", "minimum": 0},
-                        **{policy: {"type": "object", "x-kubernetes-preserve-unknown-fields": True} for policy in ("torch", "mpi", "jax", "xgboost")},
-                    },
-                },
-                "podGroupPolicy": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            },
-        },
-    },
-}
-
-
-@dataclass
-class AdmissionResult:
-    errors: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
-
-
-def fake_validate_runtime(runtime, old=None):
-    """Upstream's runtime webhook rules: ancestor jobs have 1 replica and their required container."""
-    required = {"trainer": "node", "dataset-initializer": "dataset-initializer", "model-initializer": "model-initializer"}
-    result = AdmissionResult()
-    for i, job in enumerate(runtime["spec"]["template"]["spec"]["replicatedJobs"]):
-        ancestor = (job["template"].get("metadata") or {}).get("labels", {}).get("trainer.kubeflow.org/trainjob-ancestor-step")
-        if ancestor not in required:
-            continue
-        if job.get("replicas", 1) != 1:
-            result.errors.append(f"spec.template.spec.replicatedJobs[{i}].replicas: Invalid value: {job['replicas']}: always must be 1")
-        names = [c["name"] for c in job["template"]["spec"]["template"]["spec"]["containers"]]
-        if required[ancestor] not in names:
-            result.errors.append(f"spec.template.spec.replicatedJobs[{i}]: must contain the required container for the ancestor: {ancestor}")
-    return result
-
-
-def fake_build_objects(trainjob, runtime, existing=()):
-    if "crash" in runtime["metadata"]["labels"]:
-        raise ValueError("unsupported field")
-    jobset = {"kind": "JobSet", "spec": {"replicatedJobs": runtime["spec"]["template"]["spec"]["replicatedJobs"]}}
-    objects = [jobset]
-    if "volcano" in (runtime["spec"].get("podGroupPolicy") or {}):
-        queue = runtime["spec"]["template"].get("metadata", {}).get("annotations", {}).get("scheduling.volcano.sh/queue-name")
-        objects.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "spec": {"queue": queue}})
-    return objects
-
-
-CHECKS = ControllerChecks(
-    schemas={"ClusterTrainingRuntime": RUNTIME_SCHEMA, "TrainingRuntime": RUNTIME_SCHEMA},
-    validate_runtime=fake_validate_runtime,
-    build_objects=fake_build_objects,
-)
+CHECKS = load_controller_checks()
+"""What ``trainyard catalog lint`` uses; raises (failing collection loudly) if trainyard.controller cannot be imported."""

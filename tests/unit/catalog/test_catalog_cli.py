@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from catalog_builders import CHECKS, snapshot
+from catalog_builders import snapshot
 from trainyard.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def fake_controller(monkeypatch):
-    """Lint and release use the stand-in controller checks: these tests are about the catalog."""
-    monkeypatch.setattr("trainyard.runtimes.commands.load_controller_checks", lambda: (CHECKS, []))
 
 
 def run(catalog_dir: Path, *args: str):
@@ -96,6 +91,18 @@ def test_lint_passes_on_the_shipped_catalog_and_fails_on_an_edited_release(catal
     assert "trainyard catalog new <next> --from 1.1.0" in bad.stderr
 
 
+def test_lint_and_release_fail_loudly_without_the_controller(catalog_dir, monkeypatch):
+    assert run(catalog_dir, "new", "1.2.0", "--from", "1.1.0").exit_code == 0
+    monkeypatch.setitem(sys.modules, "trainyard.controller.admission", None)  # makes the import raise ImportError
+    before = snapshot(catalog_dir)
+    for args in (["lint"], ["release", "1.2.0", "--changelog", "x"]):
+        result = run(catalog_dir, *args)
+        assert result.exit_code == 1, result.output
+        assert "catalog lint needs trainyard.controller" in result.stderr and "fix:" in result.stderr
+        assert "skipped" not in result.output
+    assert snapshot(catalog_dir) == before
+
+
 def test_new_then_release_moves_current(catalog_dir):
     started = run(catalog_dir, "new", "1.2.0", "--from", "1.1.0")
     assert started.exit_code == 0, started.output
@@ -148,8 +155,8 @@ def test_bad_lifecycle_commands_change_nothing(catalog_dir, prepare, args, want)
 
 
 def test_retire_after_tenants_moved_and_deprecate_a_runtime(catalog_dir):
-    stack = catalog_dir.parent / "stacks/Pulumi.local.yaml"
-    stack.write_text(stack.read_text().replace("catalogVersion: 1.0.0", "catalogVersion: 1.1.0"))
+    for stack in (catalog_dir.parent / "stacks").glob("Pulumi.*.yaml"):
+        stack.write_text(stack.read_text().replace("catalogVersion: 1.0.0", "catalogVersion: 1.1.0"))
     assert run(catalog_dir, "retire", "1.0.0").exit_code == 0
     assert run(catalog_dir, "deprecate", "1.1.0", "torch-distributed-cpu").exit_code == 0
     shown = yaml.safe_load(run(catalog_dir, "show", "1.1.0", "torch-distributed-cpu").stdout)

@@ -3,17 +3,38 @@
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import replace
 
 import pytest
 
-from catalog_builders import CHECKS, TORCH_TEMPLATE, AdmissionResult, fake_build_objects, make_catalog, make_sources, make_tenant
-from trainyard.runtimes.lint import ControllerChecks, errors, lint_catalog, lint_pins, lint_release, runtime_schemas
-from trainyard.runtimes.model import Release
+from catalog_builders import CHECKS, SHIPPED, TORCH_TEMPLATE, make_catalog, make_sources, make_tenant
+from trainyard.controller.admission import validate_runtime
+from trainyard.runtimes.lint import errors, lint_catalog, lint_pins, lint_release, load_controller_checks, runtime_schemas
+from trainyard.runtimes.model import CatalogError, Release
 from trainyard.runtimes.publish import render_release_runtimes
+from trainyard.runtimes.stacks import load_stack_tenants
+from trainyard.runtimes.store import load_catalog
 
 GOOD = TORCH_TEMPLATE.format(name="torch-distributed")
 NODE = "                    - name: node\n"
+INITIALIZER = """\
+        - name: dataset-initializer
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: {container}
+                      image: {{{{ images.torch }}}}
+"""
+
+
+def _with_initializer(container: str) -> str:
+    return GOOD.replace("      replicatedJobs:\n", "      replicatedJobs:\n" + INITIALIZER.format(container=container))
 
 
 def _lint(template: str, values: str = "images:\n  torch: pytorch/pytorch:2.13.0\n", checks=CHECKS):
@@ -24,6 +45,13 @@ def _lint(template: str, values: str = "images:\n  torch: pytorch/pytorch:2.13.0
 
 def test_good_runtime_is_clean():
     assert _lint(GOOD) == []
+    assert _lint(_with_initializer("dataset-initializer")) == []
+
+
+def test_checks_are_the_real_controller():
+    assert CHECKS.validate_runtime is validate_runtime
+    assert CHECKS.build_objects.__module__ == "trainyard.controller.build"
+    assert set(CHECKS.schemas) == {"ClusterTrainingRuntime", "TrainingRuntime"}
 
 
 @pytest.mark.parametrize(
@@ -42,11 +70,35 @@ def test_good_runtime_is_clean():
         ),
         (GOOD.replace("numNodes: 1", "numNodes: -1"), None, "CRD schema: spec.mlPolicy.numNodes: must be greater than or equal to 0", "runtime CRD"),
         (GOOD.replace("    torch: {}", "    torch: {}\n    pytorch: {}"), None, "CRD schema: spec.mlPolicy.pytorch: unknown field", "runtime CRD"),
+        (GOOD.replace("numNodes: 1", "numNodes: two"), None, "CRD schema: spec.mlPolicy.numNodes: must be an integer, got string", "runtime CRD"),
+        (
+            GOOD.replace("    torch: {}", "    mpi:\n      mpiImplementation: MPICH2"),
+            None,
+            "CRD schema: spec.mlPolicy.mpi.mpiImplementation: Unsupported value 'MPICH2'",
+            "runtime CRD",
+        ),
+        (GOOD.replace("    torch: {}", "    torch: {}\n    mpi: {}"), None, "admission: spec.mlPolicy: Invalid value: {...}: Only one of the policy can be configured", "webhook"),
         (GOOD.replace("replicatedJobs:\n        - name: node\n", "replicatedJobs:\n        - name: node\n          replicas: 2\n"), None, "admission: spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1", "webhook"),
-        (GOOD.replace(NODE, "                    - name: trainer\n"), None, "must contain the required container for the ancestor: trainer", "webhook"),
-        (GOOD.replace("    trainer.kubeflow.org/framework: torch\n", "    trainer.kubeflow.org/framework: torch\n    crash: 'yes'\n"), None, "sample TrainJob failed to build: ValueError: unsupported field", "JobSet"),
+        (GOOD.replace(NODE, "                    - name: trainer\n"), None, "admission: spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Invalid value: [...]: must contain the required container for the ancestor: trainer", "webhook"),
+        (_with_initializer("init"), None, "admission: spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Invalid value: [...]: must contain the required container for the ancestor: dataset-initializer", "webhook"),
+        (GOOD.replace("    torch: {}", "    flux: {}"), None, "sample TrainJob failed to build: BuildError: spec.mlPolicy.flux: the Flux ML policy is not supported", "JobSet"),
     ],
-    ids=["no framework label", "untagged image", "latest image", "unknown ancestor", "ancestor on pod template", "schema bound", "unknown field", "ancestor replicas", "required container", "build fails"],
+    ids=[
+        "no framework label",
+        "untagged image",
+        "latest image",
+        "unknown ancestor",
+        "ancestor on pod template",
+        "schema bound",
+        "unknown field",
+        "wrong type",
+        "unknown enum",
+        "two ML policies",
+        "ancestor replicas",
+        "required container",
+        "initializer container",
+        "build fails",
+    ],
 )
 def test_lint_catches_bad_runtimes(template, values, want_message, want_fix):
     findings = _lint(template, **({"values": values} if values else {}))
@@ -62,23 +114,39 @@ def test_lint_reports_render_errors_as_findings():
 
 
 def test_lint_checks_the_tenant_form_builds_a_podgroup_in_the_queue():
+    built = []
+
     def build_without_podgroup(trainjob, runtime, existing=()):
-        return [o for o in fake_build_objects(trainjob, runtime) if o["kind"] != "PodGroup"]
+        """Fault injection: the real build, with its PodGroup dropped."""
+        objects = CHECKS.build_objects(trainjob, runtime, existing)
+        built.append([o["kind"] for o in objects])
+        return [o for o in objects if o["kind"] != "PodGroup"]
 
     (finding,) = _lint(GOOD, checks=replace(CHECKS, build_objects=build_without_podgroup))
-    assert finding.message.startswith("as TrainingRuntime: tenant form did not build a Volcano PodGroup")
+    assert finding.message.startswith("as TrainingRuntime: tenant form did not build a Volcano PodGroup in queue 'catalog-lint'")
+    assert built == [["JobSet"], ["PodGroup", "JobSet"]]  # cluster form, then tenant form: the real build made the PodGroup
 
 
-def test_lint_without_controller_still_runs_catalog_rules():
-    findings = _lint(GOOD.replace("trainer.kubeflow.org/framework: torch", "x: y"), checks=ControllerChecks(schemas={}))
-    assert [f.message for f in findings] == ["missing label trainer.kubeflow.org/framework"]
+@pytest.mark.parametrize("module", ["trainyard.controller.crds", "trainyard.controller.admission", "trainyard.controller.build"])
+def test_load_controller_checks_fails_loudly_without_the_controller(monkeypatch, module):
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
+    with pytest.raises(CatalogError) as raised:
+        load_controller_checks()
+    (finding,) = raised.value.findings
+    assert "catalog lint needs trainyard.controller" in finding.message and module in finding.message
+    assert "pip install -e ." in finding.fix
 
 
 def test_lint_catalog_covers_drift_pins_and_skips_retired():
     catalog = make_catalog(Release("1.1.0", "current", "x"), Release("1.0.0", "retired", "x"), Release("0.9.0", "supported", "x", ("nope",)))
     tampered_lock = {**catalog.lock, "releases": {**catalog.lock["releases"], "1.0.0": {"runtimes": {}, "sources": {}}}}
     seen = []
-    checks = replace(CHECKS, validate_runtime=lambda runtime, old=None: seen.append(runtime["metadata"]["labels"]["trainyard.dev/catalog-version"]) or AdmissionResult())
+
+    def recording_admission(runtime, old=None):
+        seen.append(runtime["metadata"]["labels"]["trainyard.dev/catalog-version"])
+        return CHECKS.validate_runtime(runtime, old)
+
+    checks = replace(CHECKS, validate_runtime=recording_admission)
     stacks = {"local": [make_tenant(catalog_version="1.0.0")]}
     messages = [f.message for f in errors(lint_catalog(replace(catalog, lock=tampered_lock), stacks, checks))]
     assert "file added to a released version" in messages  # retired sources are still frozen
@@ -107,14 +175,6 @@ def test_runtime_schemas_pick_the_runtime_crds():
     assert schemas == {"TrainingRuntime": {"title": "TrainingRuntime"}, "ClusterTrainingRuntime": {"title": "ClusterTrainingRuntime"}}
 
 
-def _real_admission():
-    try:
-        from trainyard.controller.admission import validate_runtime
-    except ImportError:
-        pytest.skip("trainyard.controller.admission not available yet")
-    return validate_runtime
-
-
 @pytest.mark.parametrize(
     "mutate, want",
     [
@@ -124,7 +184,6 @@ def _real_admission():
     ids=["ancestor replicas", "required container"],
 )
 def test_real_controller_admission_rejects_bad_runtimes(mutate, want):
-    validate_runtime = _real_admission()
     catalog = make_catalog(Release("1.1.0", "current", "x"))
     runtime = copy.deepcopy(render_release_runtimes(catalog, "1.1.0")["torch-distributed"])
     assert list(validate_runtime(runtime).errors) == []
@@ -132,29 +191,15 @@ def test_real_controller_admission_rejects_bad_runtimes(mutate, want):
     assert any(want in str(e) for e in validate_runtime(runtime).errors)
 
 
-def _controller_checks_or_skip() -> ControllerChecks:
-    from trainyard.runtimes.lint import load_controller_checks
-
-    checks, missing = load_controller_checks()
-    if missing:
-        pytest.skip("trainyard.controller is not complete yet: " + "; ".join(f.message for f in missing))
-    return checks
-
-
-def _depends_on_max_items(checks: ControllerChecks) -> int:
-    schema = checks.schemas["ClusterTrainingRuntime"]
+def _depends_on_max_items() -> int:
+    schema = CHECKS.schemas["ClusterTrainingRuntime"]
     for key in ("spec", "template", "spec", "replicatedJobs"):
         schema = schema["properties"][key] if key != "replicatedJobs" else schema["properties"][key]["items"]
     return schema["properties"].get("dependsOn", {}).get("maxItems", 5)
 
 
-def test_shipped_catalog_passes_the_real_controller_lint(request):
+def test_shipped_catalog_passes_the_real_controller_lint():
     """Schema, admission and a sample build through trainyard.controller, for every live runtime."""
-    from catalog_builders import SHIPPED
-    from trainyard.runtimes.stacks import load_stack_tenants
-    from trainyard.runtimes.store import load_catalog
-
-    checks = _controller_checks_or_skip()
-    assert _depends_on_max_items(checks) >= 2, "torchtune runtimes depend on two initializers"
-    findings = lint_catalog(load_catalog(SHIPPED), load_stack_tenants(SHIPPED.parent / "stacks"), checks)
+    assert _depends_on_max_items() >= 2, "torchtune runtimes depend on two initializers"
+    findings = lint_catalog(load_catalog(SHIPPED), load_stack_tenants(SHIPPED.parent / "stacks"), CHECKS)
     assert [str(f) for f in errors(findings)] == []
