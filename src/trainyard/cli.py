@@ -12,27 +12,21 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from trainyard.toolchain.commands import tools_app
+    """Each area owns its commands; the CLI only assembles them."""
     from trainyard.cluster.commands import cluster_app, register_top_level
+    from trainyard.controller.commands import register as register_controller
+    from trainyard.controller.run_command import controller_app
+    from trainyard.platform_commands import platform_app
+    from trainyard.runtimes.commands import catalog_app
+    from trainyard.toolchain.commands import tools_app
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(cluster_app, name="cluster")
-    register_top_level(app)
-    from trainyard.controller.run_command import controller_app
-
+    app.add_typer(platform_app, name="platform")
+    app.add_typer(catalog_app, name="catalog")
     app.add_typer(controller_app, name="controller")
-    try:
-        from trainyard.controller.commands import register as register_controller
-    except ImportError:  # pragma: no cover - area not installed yet
-        pass
-    else:
-        register_controller(app)
-    try:
-        from trainyard.runtimes.commands import catalog_app
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        app.add_typer(catalog_app, name="catalog")
+    register_controller(app)
+    register_top_level(app)
 
 
 _register()

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Benchmark trainyard's TrainJob controller on the local cluster; prints figures, asserts nothing.
+
+- TrainJobs per second from creation to JobSet + PodGroup applied, and p50/p99 latency, for N
+  TrainJobs (default 1000) created through the API as fast as one client can;
+- `trainyard render` throughput: objects built per second by the pure pipeline (in process) and
+  whole `trainyard render` invocations per second (CLI start-up included);
+- the controller process's peak RSS (VmHWM).
+
+Usage: .venv/bin/python bench/controller_throughput.py [--count 1000] [--keep]
+It starts its own cluster (name trainyard-bench, ports from 37200) and stops it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from trainyard.cluster import local
+from trainyard.cluster.processes import ProcessTable
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.controller.build import build_objects
+from trainyard.toolchain.build import ensure_built
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "bench-torch"},
+    "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": {"volcano": {}},
+             "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                 "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                 "spec": {"template": {"spec": {"schedulerName": "volcano", "containers": [{
+                     "name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}]}}},
+}
+
+
+def trainjob(name: str, namespace: str) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runtimeRef": {"name": "bench-torch"}, "suspend": True, "trainer": {"numNodes": 2}}}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def bench_controller(cluster: ClusterSpec, count: int) -> dict:
+    from kubernetes import client, config, watch
+
+    kubeconfig = str(local.ClusterPaths.for_name(cluster.name).kubeconfig)
+    api = config.new_client_from_config(config_file=kubeconfig)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    namespace = "bench"
+    core.create_namespace({"metadata": {"name": namespace}})
+    custom.create_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", RUNTIME)
+    created: dict[str, float] = {}
+    seen: dict[tuple[str, str], float] = {}
+    done = threading.Event()
+
+    def observe(group: str, version: str, plural: str) -> None:
+        api_w = config.new_client_from_config(config_file=kubeconfig)
+        objs = client.CustomObjectsApi(api_w)
+        for event in watch.Watch().stream(objs.list_namespaced_custom_object, group, version, namespace, plural,
+                                          timeout_seconds=900):
+            if event["type"] == "ADDED":
+                seen[(plural, event["object"]["metadata"]["name"])] = time.monotonic()
+                if sum(1 for k in seen if k[0] == plural) >= count:
+                    return
+
+    watchers = [threading.Thread(target=observe, args=a, daemon=True) for a in
+                (("jobset.x-k8s.io", "v1alpha2", "jobsets"), ("scheduling.volcano.sh", "v1beta1", "podgroups"))]
+    for w in watchers:
+        w.start()
+    time.sleep(1)
+    started = time.monotonic()
+    for index in range(count):
+        name = f"bench-{index:04d}"
+        custom.create_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs",
+                                               trainjob(name, namespace))
+        created[name] = time.monotonic()
+    create_seconds = time.monotonic() - started
+    for w in watchers:
+        w.join(900)
+    latencies = []
+    for name, t0 in created.items():
+        t_js, t_pg = seen.get(("jobsets", name)), seen.get(("podgroups", name))
+        if t_js and t_pg:
+            latencies.append(max(t_js, t_pg) - t0)
+    finished = max(seen.values()) if seen else time.monotonic()
+    table = ProcessTable(local.ClusterPaths.for_name(cluster.name).root)
+    pid = table.load()["trainjob-controller"]
+    rss_kib = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            rss_kib = int(line.split()[1])
+    return {
+        "trainjobs": count, "completed": len(latencies),
+        "create_seconds": round(create_seconds, 2),
+        "trainjobs_per_second": round(len(latencies) / (finished - started), 1),
+        "latency_p50_seconds": round(percentile(latencies, 0.5), 3) if latencies else None,
+        "latency_p99_seconds": round(percentile(latencies, 0.99), 3) if latencies else None,
+        "controller_peak_rss_mib": round(rss_kib / 1024, 1),
+    }
+
+
+def bench_render(iterations: int = 300) -> dict:
+    seeds = ROOT / "tests" / "fixtures" / "seeds"
+    tj = yaml.safe_load((seeds / "000-trainjob-torch-ddp.yaml").read_text())
+    rt = yaml.safe_load((seeds / "000-ctr-torch-distributed-multi-node.yaml").read_text())
+    objects = 0
+    started = time.perf_counter()
+    for _ in range(iterations):
+        objects += len(build_objects(tj, rt))
+    in_process = objects / (time.perf_counter() - started)
+    cli_runs = 5
+    started = time.perf_counter()
+    for _ in range(cli_runs):
+        subprocess.run([sys.executable, "-m", "trainyard.cli", "render", str(seeds / "000-trainjob-torch-ddp.yaml"),
+                        "--runtime", str(seeds / "000-ctr-torch-distributed-multi-node.yaml")],
+                       check=True, capture_output=True)
+    cli = cli_runs / (time.perf_counter() - started)
+    return {"render_objects_per_second_in_process": round(in_process, 1),
+            "render_cli_invocations_per_second": round(cli, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    args = parser.parse_args()
+    figures = bench_render()
+    print(json.dumps(figures), flush=True)
+    ensure_built(*local.REQUIRED_TOOLS)
+    spec = ClusterSpec(name="trainyard-bench", port_base=37200)
+    if local.is_running(spec.name):
+        local.down(spec.name, echo=lambda *_: None)
+    local.up(spec, echo=lambda msg: print(f"# {msg}", file=sys.stderr))
+    try:
+        figures.update(bench_controller(spec, args.count))
+    finally:
+        if not args.keep:
+            local.down(spec.name, echo=lambda *_: None)
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Run the pinned Pulumi CLI fully offline: local file backend, no plugin downloads, no update checks.
+
+The CLI, its Python language host and the Kubernetes provider come from the toolchain cache; they
+are put first on PATH, which is where Pulumi looks for ambient plugins before its plugin cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from trainyard.paths import cache_dir, repo_root
+from trainyard.toolchain.versions import tool
+
+
+def state_dir() -> Path:
+    return cache_dir() / "pulumi" / "state"
+
+
+def pulumi_binary() -> Path:
+    return tool("pulumi").path("pulumi")
+
+
+def offline_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(base if base is not None else os.environ)
+    home = cache_dir() / "pulumi" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    state_dir().mkdir(parents=True, exist_ok=True)
+    venv_bin = repo_root() / ".venv" / "bin"
+    env.update({
+        "PULUMI_HOME": str(home),
+        "PULUMI_BACKEND_URL": f"file://{state_dir()}",
+        "PULUMI_CONFIG_PASSPHRASE": env.get("PULUMI_CONFIG_PASSPHRASE", ""),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+        "PULUMI_SKIP_CONFIRMATIONS": "true",
+        "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
+        "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(tool("pulumi-kubernetes").bin_dir),
+                                 str(venv_bin), env.get("PATH", "")]),
+    })
+    return env
+
+
+def run_pulumi(*args: str, cwd: Path | None = None, check: bool = True, capture: bool = False,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(pulumi_binary()), *args], cwd=cwd or repo_root(), env=env or offline_env(),
+                          check=check, capture_output=capture, text=True)
