@@ -70,12 +70,18 @@ def volume_mount() -> dict:
                required=["name", "mountPath"])
 
 
-def container_patch() -> dict:
-    """ContainerPatch: the only container fields a TrainJob may change (upstream PodSpecPatch)."""
+def container_patch(bounded: bool = True) -> dict:
+    """ContainerPatch: the only container fields a TrainJob may change (upstream PodSpecPatch).
+
+    `bounded` adds upstream v2.3's ContainerPatch bounds (name 1..253, volumeMounts <= 128): the
+    `self == oldSelf` rules on the containers lists above need them to fit the API server's CEL cost budget.
+    """
+    name = string(minLength=1, maxLength=253) if bounded else string()
     return obj({
-        "name": string(),
+        "name": name,
         "env": env_list(),
-        "volumeMounts": array(volume_mount(), **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]}),
+        "volumeMounts": array(volume_mount(), maxItems=128 if bounded else None,
+                              **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]}),
         "securityContext": free_object(),
     }, required=["name"])
 
@@ -93,19 +99,25 @@ def _named(max_items: int | None = None, rules=None, item: dict | None = None) -
 
 
 def pod_spec_patch(immutable_fields: bool) -> dict:
-    """Pod spec fields a TrainJob may override; `immutable_fields` adds upstream's per-field CEL."""
+    """Pod spec fields a TrainJob may override.
+
+    `immutable_fields` (the v2.3 runtimePatches PodSpecPatch) adds upstream's per-field CEL together with
+    upstream's bounds that keep those rules inside the API server's cost budget (serviceAccountName
+    maxLength 253, imagePullSecrets maxItems 64, container patches bounded). The seed-era
+    podTemplateOverrides variant carries no CEL and keeps its looser shape.
+    """
     imm = [IMMUTABLE] if immutable_fields else None
     volume = obj({"name": string()}, required=["name"], **{"x-kubernetes-preserve-unknown-fields": True})
     return obj({
-        "serviceAccountName": string(rules=imm),
+        "serviceAccountName": string(rules=imm, maxLength=253 if immutable_fields else None),
         "nodeSelector": string_map(),
         "affinity": free_object(),
         "tolerations": array(toleration(), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
         "volumes": _named(128, imm, volume),
-        "initContainers": _named(64, imm, container_patch()),
-        "containers": _named(64, imm, container_patch()),
+        "initContainers": _named(64, imm, container_patch(immutable_fields)),
+        "containers": _named(64, imm, container_patch(immutable_fields)),
         "schedulingGates": _named(16),
-        "imagePullSecrets": _named(None, imm),
+        "imagePullSecrets": _named(64 if immutable_fields else None, imm),
         "securityContext": free_object(rules=imm),
         "terminationGracePeriodSeconds": integer("int64", rules=imm, minimum=0),
     })
@@ -119,6 +131,7 @@ def _no_depends_on_with_in_order(spec: dict) -> bool:
 
 
 def _no_namespace_in_claim_templates(policy: dict) -> bool:
+    """JobSet: a claim template may not set a (non-empty) namespace."""
     return all(not (t.get("metadata") or {}).get("namespace") for t in policy.get("templates") or [])
 
 
@@ -159,14 +172,18 @@ def jobset_spec() -> dict:
         }, rules=[value_immutable]),
         "startupPolicy": obj({"startupPolicyOrder": string(enum=["AnyOrder", "InOrder"])}, required=["startupPolicyOrder"],
                              rules=[value_immutable]),
+        # JobSet v0.12 bounds both lists at 50 (its CEL rules iterate/compare them); its rule allows an
+        # empty namespace, as does the Python predicate.
         "volumeClaimPolicies": array(obj({
             "templates": array(obj({"metadata": obj({"namespace": string()}, **{"x-kubernetes-preserve-unknown-fields": True})},
-                                   **{"x-kubernetes-preserve-unknown-fields": True})),
+                                   **{"x-kubernetes-preserve-unknown-fields": True}),
+                               maxItems=50, **{"x-kubernetes-list-type": "atomic"}),
             "retentionPolicy": obj({"whenDeleted": string(default="Delete", enum=["Delete", "Retain"])}),
         }, **{"x-kubernetes-preserve-unknown-fields": True}, rules=[Rule(
-            "!has(self.templates) || self.templates.all(t, !has(t.metadata) || !has(t.metadata.namespace))",
+            "!has(self.templates) || self.templates.all(t, !has(t.metadata) || !has(t.metadata.namespace) || "
+            "size(t.metadata.namespace) == 0)",
             "namespace cannot be set for VolumeClaimPolicies templates", _no_namespace_in_claim_templates)]),
-            rules=[value_immutable]),
+            maxItems=50, rules=[value_immutable], **{"x-kubernetes-list-type": "atomic"}),
         "suspend": boolean(),
         "coordinator": free_object(),
         "managedBy": string(),
@@ -289,7 +306,7 @@ def trainer_spec() -> dict:
 
 def runtime_patch() -> dict:
     replicated_job_patch = obj({
-        "name": string(),
+        "name": string(minLength=1, maxLength=253),
         "template": obj({
             "metadata": template_metadata(),
             "spec": obj({"template": obj({"metadata": template_metadata(), "spec": pod_spec_patch(True)})}),
@@ -348,7 +365,7 @@ def trainjob_status() -> dict:
         "reason": string(maxLength=1024), "message": string(maxLength=32768),
         "lastTransitionTime": string(format="date-time"), "observedGeneration": integer("int64", minimum=0),
     }, required=["type", "status", "reason", "message", "lastTransitionTime"])
-    job_status = obj({k: integer() for k in ("ready", "succeeded", "failed", "active", "suspended")} | {"name": string()},
+    job_status = obj({k: integer() for k in ("ready", "succeeded", "failed", "active", "suspended")} | {"name": string(maxLength=253)},
                      required=["name", "ready", "succeeded", "failed", "active", "suspended"])
     trainer_status = obj({
         "progressPercentage": integer(minimum=0, maximum=100),

@@ -67,3 +67,69 @@ def cluster():
     finally:
         if not os.environ.get("TRAINYARD_KEEP_TEST_CLUSTER"):
             local.down(TEST_CLUSTER.name, echo=lambda *_: None)
+
+
+# --------------------------------------------------------------------------- platform (Pulumi)
+PLATFORM_STACK = "it"
+
+
+class PlatformStack:
+    """The local stack's program deployed on the test cluster through the Automation API.
+
+    The project is the repository's own (Pulumi.yaml, __main__.py, stacks/Pulumi.local.yaml), copied to
+    a temp directory with the stack file pointed at the test cluster, so tests never write into stacks/.
+    """
+
+    def __init__(self, cluster: Cluster, workdir):
+        from pulumi import automation as auto
+
+        from trainyard.paths import repo_root
+        from trainyard.pulumi_env import offline_env
+        from trainyard.toolchain.versions import tool
+
+        root = repo_root()
+        self.cluster = cluster
+        self.workdir = workdir
+        (workdir / "stacks").mkdir(parents=True, exist_ok=True)
+        project = yaml.safe_load((root / "Pulumi.yaml").read_text())
+        project["runtime"]["options"]["virtualenv"] = str(root / ".venv")
+        (workdir / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
+        (workdir / "__main__.py").write_text((root / "__main__.py").read_text())
+        self.values = yaml.safe_load((root / "stacks" / "Pulumi.local.yaml").read_text())
+        paths = local.ClusterPaths.for_name(cluster.name)
+        self.values["config"].update({
+            "trainyard:kubeconfig": str(paths.kubeconfig),
+            "trainyard:kubeContext": f"kwok-{cluster.name}",
+        })
+        self.values["config"]["trainyard:controller"]["webhook"].update({
+            "url": f"https://127.0.0.1:{cluster.spec.ports.port('controller_webhook')}",
+            "caBundleFile": str(paths.certs / "ca.crt"),
+        })
+        self.write_config()
+        env = offline_env()
+        env["PULUMI_BACKEND_URL"] = f"file://{workdir / 'state'}"
+        (workdir / "state").mkdir(exist_ok=True)
+        self.env = env
+        command = auto.PulumiCommand(root=str(tool("pulumi").install_dir), skip_version_check=True)
+        workspace = auto.LocalWorkspace(work_dir=str(workdir), pulumi_command=command, env_vars=env)
+        self.stack = auto.Stack.create_or_select(PLATFORM_STACK, workspace)
+
+    def write_config(self) -> None:
+        (self.workdir / "stacks" / f"Pulumi.{PLATFORM_STACK}.yaml").write_text(yaml.safe_dump(self.values))
+
+    def up(self):
+        return self.stack.up(on_output=lambda line: None, color="never")
+
+    def preview(self):
+        return self.stack.preview(on_output=lambda line: None, color="never")
+
+    def destroy(self):
+        return self.stack.destroy(on_output=lambda line: None, color="never")
+
+
+@pytest.fixture(scope="session")
+def platform(cluster, tmp_path_factory):
+    ensure_built("pulumi", "pulumi-kubernetes")
+    stack = PlatformStack(cluster, tmp_path_factory.mktemp("platform"))
+    stack.up()
+    return stack

@@ -1,0 +1,152 @@
+"""`pulumi up` of the local stack on the test cluster: converges, isolates tenants, runs a TrainJob, cleans up.
+
+Tests run in file order; the last one destroys the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+TENANT, OTHER = "team-a", "team-b"
+
+
+def kubectl_as(cluster, user: str, group: str, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess:
+    from trainyard.cluster.local import ClusterPaths
+    from trainyard.toolchain.versions import binary
+
+    argv = [str(binary("kubectl")), "--kubeconfig", str(ClusterPaths.for_name(cluster.name).kubeconfig),
+            f"--as={user}", f"--as-group={group}", *args]
+    return subprocess.run(argv, input=input_text, capture_output=True, text=True)
+
+
+def test_second_preview_shows_no_changes(platform):
+    result = platform.preview()
+    changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}
+    assert changes == {}, f"a preview right after up must be empty, got {changes}"
+
+
+def test_every_tenant_got_namespace_quota_queue_rbac_and_runtimes(platform, cluster):
+    for tenant in platform.values["config"]["trainyard:tenants"]:
+        ns = tenant["namespace"]
+        namespace = cluster.core.read_namespace(ns)
+        assert namespace.metadata.labels.get("trainyard.dev/queue") == tenant["queue"]["name"]
+        quotas = cluster.core.list_namespaced_resource_quota(ns).items
+        assert any("requests.nvidia.com/gpu" in (q.spec.hard or {}) for q in quotas)
+        queue = cluster.custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues",
+                                                         tenant["queue"]["name"])
+        assert queue["spec"]["weight"] == tenant["queue"]["weight"]
+        assert queue["spec"]["capability"]["nvidia.com/gpu"] in (str(tenant["queue"]["capability"]["nvidia.com/gpu"]),
+                                                                  tenant["queue"]["capability"]["nvidia.com/gpu"])
+        cluster.wait(lambda: (cluster.custom.get_cluster_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "queues", tenant["queue"]["name"]).get("status") or {}).get("state")
+            == "Open", what=f"queue {tenant['queue']['name']} open")
+        runtimes = cluster.custom.list_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", ns,
+                                                                "trainingruntimes")["items"]
+        assert runtimes, f"{ns} has the runtimes of its pinned release"
+        assert {r["metadata"]["labels"].get("trainyard.dev/catalog-version") for r in runtimes} == {tenant["catalogVersion"]}
+
+
+def _trainjob(name: str, namespace: str, queue: str | None = None) -> dict:
+    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": name, "namespace": namespace},
+          "spec": {"runtimeRef": {"name": "torch-distributed-volcano", "kind": "TrainingRuntime"},
+                   "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "8"},
+                                                                  "limits": {"nvidia.com/gpu": "8"}}}}}
+    if queue:
+        tj["spec"]["runtimePatches"] = [{"manager": "example.com/user", "trainingRuntimeSpec": {
+            "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue}}}}}]
+    return tj
+
+
+def test_tenant_user_runs_a_trainjob_to_completion_in_its_queue(platform, cluster):
+    name = f"e2e-{uuid.uuid4().hex[:5]}"
+    created = kubectl_as(cluster, "alice", f"{TENANT}-users", "create", "-f", "-",
+                         input_text=json.dumps(_trainjob(name, TENANT)))
+    assert created.returncode == 0, created.stderr
+    pg = cluster.wait(lambda: _get(cluster, "scheduling.volcano.sh", "v1beta1", TENANT, "podgroups", name),
+                      what="the PodGroup")
+    assert pg["spec"]["queue"] == TENANT
+    assert cluster.wait(lambda: _get(cluster, "jobset.x-k8s.io", "v1alpha2", TENANT, "jobsets", name), what="JobSet")
+
+    def complete():
+        tj = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name)
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in (tj.get("status") or {}).get("conditions", []))
+
+    cluster.wait(complete, timeout=180, what="the TrainJob to complete")
+    pods = cluster.core.list_namespaced_pod(TENANT, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+    assert len(pods) == 2
+    for pod in pods:
+        node = cluster.core.read_node(pod.spec.node_name)
+        assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
+
+
+def test_tenant_user_is_confined_to_its_namespace_and_queue(platform, cluster):
+    user, group = "alice", f"{TENANT}-users"
+    other_ns = kubectl_as(cluster, user, group, "create", "-f", "-",
+                          input_text=json.dumps(_trainjob("intruder", OTHER)))
+    assert other_ns.returncode != 0 and "forbidden" in other_ns.stderr.lower()
+    other_queue = kubectl_as(cluster, user, group, "create", "-f", "-",
+                             input_text=json.dumps(_trainjob("queue-jumper", TENANT, queue=OTHER)))
+    assert other_queue.returncode != 0, "naming another tenant's queue is refused"
+    assert "queue" in other_queue.stderr.lower()
+    for args in (["patch", "trainingruntime", "torch-distributed-volcano", "-n", TENANT, "--type=merge", "-p",
+                  '{"metadata":{"labels":{"x":"y"}}}'],
+                 ["patch", "queue", TENANT, "--type=merge", "-p", '{"spec":{"weight":100}}'],
+                 ["delete", "resourcequota", "--all", "-n", TENANT]):
+        denied = kubectl_as(cluster, user, group, *args)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), args
+
+
+def test_removing_a_tenant_removes_its_namespace_objects_and_queue(platform, cluster):
+    removed = [t for t in platform.values["config"]["trainyard:tenants"] if t["name"] == OTHER]
+    platform.values["config"]["trainyard:tenants"] = [t for t in platform.values["config"]["trainyard:tenants"]
+                                                      if t["name"] != OTHER]
+    platform.write_config()
+    try:
+        platform.up()
+        assert _get(cluster, "scheduling.volcano.sh", "v1beta1", None, "queues", OTHER) is None
+        cluster.wait(lambda: _namespace_gone(cluster, OTHER), timeout=120, what=f"namespace {OTHER} deleted")
+    finally:
+        platform.values["config"]["trainyard:tenants"] += removed
+        platform.write_config()
+
+
+def test_destroy_leaves_nothing_trainyard_created(platform, cluster):
+    platform.destroy()
+    for tenant in platform.values["config"]["trainyard:tenants"]:
+        cluster.wait(lambda t=tenant: _namespace_gone(cluster, t["namespace"]), timeout=120,
+                     what=f"namespace {tenant['namespace']} deleted")
+        assert _get(cluster, "scheduling.volcano.sh", "v1beta1", None, "queues", tenant["queue"]["name"]) is None
+    leftovers = cluster.kubectl("get", "clustertrainingruntimes", "-l", "trainyard.dev/catalog-version", "-o", "name")
+    assert leftovers.strip() == ""
+    crds = cluster.kubectl("get", "crd", "-o", "name")
+    assert "trainjobs.trainer.kubeflow.org" in crds, "CRDs are retained by default so user TrainJobs survive"
+
+
+def _get(cluster, group, version, namespace, plural, name):
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        if namespace:
+            return cluster.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+        return cluster.custom.get_cluster_custom_object(group, version, plural, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _namespace_gone(cluster, name: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cluster.core.read_namespace(name)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
