@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterator
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 FIELD_MANAGER = "trainer"
@@ -67,6 +67,19 @@ def resource_for(obj_or_kind: dict | str, api_version: str | None = None) -> Res
     return RESOURCES[kind]
 
 
+def _lines(response) -> Iterator[str]:
+    """Split a streamed watch response into its newline-delimited JSON events."""
+    buffer = b""
+    for chunk in response.stream(amt=65536, decode_content=False):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line.decode()
+    if buffer.strip():
+        yield buffer.decode()
+
+
 class ApiServer:
     """Dict-in, dict-out access to the API server."""
 
@@ -112,7 +125,7 @@ class ApiServer:
         """Server-side apply with force: the controller owns every field it writes."""
         resource = resource_for(obj)
         meta = obj["metadata"]
-        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=json.dumps(obj),
+        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=obj,
                           query={"fieldManager": field_manager, "force": "true"},
                           content_type="application/apply-patch+yaml")
 
@@ -144,7 +157,7 @@ class ApiServer:
             auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
         )
         try:
-            for line in watch.iter_resp_lines(response):
+            for line in _lines(response):
                 event = json.loads(line)
                 yield event["type"], event["object"]
         finally:

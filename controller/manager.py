@@ -126,8 +126,9 @@ class Manager:
                 log.error(json.dumps({"msg": "giving up until the next change", "trainjob": f"{namespace}/{name}"}))
         except Exception as exc:  # API errors, conflicts: retry with backoff
             self.metrics.reconciles.labels("error").inc()
+            detail = getattr(exc, "body", None) or str(exc)
             log.warning(json.dumps({"msg": "reconcile error", "trainjob": f"{namespace}/{name}",
-                                    "error": f"{type(exc).__name__}: {exc}"[:500]}))
+                                    "error": f"{type(exc).__name__}: {detail}"[:800]}))
             if not self.queue.retry(key):
                 log.error(json.dumps({"msg": "giving up until the next change", "trainjob": f"{namespace}/{name}"}))
         else:
