@@ -33,6 +33,7 @@ class Cluster:
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.apps = client.AppsV1Api(self.api_client)
+        self.created_namespaces: list[str] = []
 
     def kubectl(self, *args: str, input_text: str | None = None) -> str:
         return local.kubectl(self.name, *args, input_text=input_text)
@@ -41,9 +42,15 @@ class Cluster:
         self.kubectl("apply", "--server-side", "-f", "-", input_text=yaml.safe_dump_all(list(objects)))
 
     def namespace(self, prefix: str = "t") -> str:
+        """A fresh namespace, deleted after the test so its gangs stop holding queue resources."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.kubectl("create", "namespace", name)
+        self.created_namespaces.append(name)
         return name
+
+    def delete_created_namespaces(self) -> None:
+        while self.created_namespaces:
+            self.kubectl("delete", "namespace", self.created_namespaces.pop(), "--wait=false")
 
     def wait(self, predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
         deadline = time.monotonic() + timeout
@@ -54,6 +61,13 @@ class Cluster:
                 return last
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {last!r}")
+
+
+@pytest.fixture(autouse=True)
+def _delete_test_namespaces(request):
+    yield
+    if "cluster" in request.fixturenames:
+        request.getfixturevalue("cluster").delete_created_namespaces()
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from trainyard.pulumi_env import run_pulumi
+from trainyard.pulumi_env import install_plugins, run_pulumi
 from trainyard.toolchain.build import ensure_built
 
 platform_app = typer.Typer(help="The platform program (Pulumi) on one environment's stack.", no_args_is_help=True)
@@ -24,12 +24,21 @@ def select_stack(stack: str) -> None:
 
 def _run(stack: str, *args: str) -> None:
     ensure_built("pulumi", "pulumi-kubernetes")
+    install_plugins()
     select_stack(stack)
     try:
         run_pulumi(*args, "--stack", stack)
     except subprocess.CalledProcessError as exc:
         console.print(f"[red]error:[/] pulumi {args[0]} on stack {stack!r} failed (exit {exc.returncode})")
         raise typer.Exit(exc.returncode)
+
+
+def forget_stack(stack: str) -> None:
+    """Drop a stack's state without touching a cluster (used when its local cluster was deleted)."""
+    from trainyard.toolchain.versions import tool
+
+    if tool("pulumi").is_built():
+        run_pulumi("stack", "rm", stack, "--yes", "--force", "--preserve-config", check=False, capture=True)
 
 
 @platform_app.command("up")

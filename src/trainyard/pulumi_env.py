@@ -47,3 +47,17 @@ def run_pulumi(*args: str, cwd: Path | None = None, check: bool = True, capture:
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(pulumi_binary()), *args], cwd=cwd or repo_root(), env=env or offline_env(),
                           check=check, capture_output=capture, text=True)
+
+
+def install_plugins() -> None:
+    """Register the built provider in Pulumi's plugin cache (idempotent), so `pulumi plugin ls` shows it.
+
+    Pulumi would also find it on PATH; the cache entry is what other tools (policy packs, `plugin ls`) see.
+    """
+    provider = tool("pulumi-kubernetes")
+    version = provider.version.lstrip("v")
+    marker = cache_dir() / "pulumi" / "home" / "plugins" / f"resource-kubernetes-v{version}"
+    if marker.exists():
+        return
+    run_pulumi("plugin", "install", "resource", "kubernetes", version, "--file",
+               str(provider.path("pulumi-resource-kubernetes")), capture=True)

@@ -199,8 +199,12 @@ def test_seed_trainjob_reconciles(cluster, pair):
     tj["metadata"]["name"] = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
     cluster.apply(tj)
     name = tj["metadata"]["name"]
-    js = cluster.wait(lambda: jobset(cluster, name, ns), timeout=60, what=f"the JobSet of seed {pair['trainjob']}")
-    assert js["metadata"]["ownerReferences"][0]["name"] == name
+    try:
+        js = cluster.wait(lambda: jobset(cluster, name, ns), timeout=60, what=f"the JobSet of seed {pair['trainjob']}")
+        assert js["metadata"]["ownerReferences"][0]["name"] == name
+        assert js["metadata"]["ownerReferences"][0]["controller"] is True
+    finally:  # its gang must not hold GPUs for the tests after it
+        cluster.kubectl("delete", "trainjob", name, "-n", ns, "--wait=false")
 
 
 def _priority_classes(runtime: dict) -> set[str]:

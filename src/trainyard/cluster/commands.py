@@ -93,12 +93,30 @@ def register_top_level(app: typer.Typer) -> None:
     """`trainyard up` / `trainyard down`: what `make up` / `make down` run."""
 
     @app.command("up")
-    def platform_up(name: str = NAME) -> None:
-        """Start the local GPU cluster with its controllers (the embedded default environment)."""
+    def platform_up(name: str = NAME, stack: str = typer.Option("local", help="Stack deployed on the cluster.")) -> None:
+        """Start the local GPU cluster with its controllers, then `pulumi up` the local stack on it."""
         up(name=name, nodes=4, gpus_per_node=8, gpu_product="NVIDIA-H100-80GB-HBM3", racks=2, port_base=36400,
            provider="kwok")
+        from trainyard.platform_commands import up as stack_up
+
+        console.print(f"deploying the platform: pulumi up of stack {stack!r}")
+        stack_up(stack=stack, extra=None)
+        state = local.read_state(name) or {}
+        console.print(
+            "\n[bold]The platform is up.[/]\n"
+            f"  export KUBECONFIG={state.get('kubeconfig')}\n"
+            "  kubectl get queues.scheduling.volcano.sh            # tenant queues (Open)\n"
+            "  kubectl get trainingruntimes -n team-a              # the runtimes team-a's catalog release pins\n"
+            "  kubectl get clustertrainingruntimes                 # the current catalog release\n"
+            "  kubectl create -n team-a -f my-trainjob.yaml --as alice --as-group team-a-users\n"
+            "  .venv/bin/trainyard cluster status                  # processes and logs\n"
+            "  make down                                           # stop everything"
+        )
 
     @app.command("down")
-    def platform_down(name: str = NAME) -> None:
-        """Stop everything `trainyard up` started."""
+    def platform_down(name: str = NAME, stack: str = typer.Option("local", help="Stack deployed on the cluster.")) -> None:
+        """Stop everything `trainyard up` started and forget the stack's state (its cluster is gone)."""
         down(name=name)
+        from trainyard.platform_commands import forget_stack
+
+        forget_stack(stack)
