@@ -66,8 +66,9 @@ class Cluster:
 @pytest.fixture(autouse=True)
 def _delete_test_namespaces(request):
     yield
-    if "cluster" in request.fixturenames:
-        request.getfixturevalue("cluster").delete_created_namespaces()
+    cluster = request.node.funcargs.get("cluster") if hasattr(request.node, "funcargs") else None
+    if isinstance(cluster, Cluster):
+        cluster.delete_created_namespaces()
 
 
 @pytest.fixture(scope="session")

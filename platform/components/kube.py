@@ -18,6 +18,24 @@ SDK_MODULES = {
     "apiextensions.k8s.io": "apiextensions", "policy": "policy", "coordination.k8s.io": "coordination",
 }
 WAIT_FOR = "pulumi.com/waitFor"
+PATCH_FORCE = "pulumi.com/patchForce"
+_adopt_existing = False
+
+
+def adopt_existing_objects(enabled: bool) -> None:
+    """Take over objects someone else applied first (the local cluster pre-applies CRDs and webhooks).
+
+    Pulumi's server-side apply then forces field ownership (`pulumi.com/patchForce`) instead of
+    failing on the other field manager's conflict.
+    """
+    global _adopt_existing
+    _adopt_existing = enabled
+
+
+def with_patch_force(obj: dict) -> dict:
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), PATCH_FORCE: "true"}
+    return {**obj, "metadata": meta}
 
 
 def resource_name(obj: dict) -> str:
@@ -40,6 +58,8 @@ def with_crd_await(crd: dict) -> dict:
 def register(obj: dict, opts: pulumi.ResourceOptions | None = None, name: str | None = None) -> pulumi.CustomResource:
     group, _, version = obj["apiVersion"].rpartition("/")
     name = name or resource_name(obj)
+    if _adopt_existing:
+        obj = with_patch_force(obj)
     module = SDK_MODULES.get(group)
     if module is None:
         return CustomResource(name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj.get("metadata"),

@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 
+from trainyard.platform.components import kube
 from trainyard.platform.components.provider import kubernetes_provider
 from trainyard.platform.components.system import Crds, JobSet, Scheduling, TrainyardController, Volcano, upstream_inputs
 from trainyard.platform.components.tenancy import Guardrails, RuntimeCatalog, Tenant
@@ -37,6 +38,7 @@ def read_stack_values() -> dict[str, Any]:
 def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.ProviderResource | None = None) -> dict:
     """Register everything under the stack's explicit provider; returns the components (tests inspect them)."""
     providers = [provider] if provider else None
+    kube.adopt_existing_objects(config.adopt_existing_objects)
 
     def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(providers=providers, depends_on=list(deps))

@@ -15,7 +15,6 @@ def provider_args(config: StackConfig) -> dict:
     kubeconfig = os.path.expandvars(os.path.expanduser(config.kubeconfig)) if config.kubeconfig else None
     args = {
         "enable_server_side_apply": True,
-        "upsert_existing_objects": config.adopt_existing_objects,
         "cluster_identifier": config.kube_context or "trainyard-local",
         "delete_unreachable": False,
     }

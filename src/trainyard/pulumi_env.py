@@ -1,7 +1,8 @@
 """Run the pinned Pulumi CLI fully offline: local file backend, no plugin downloads, no update checks.
 
-The CLI, its Python language host and the Kubernetes provider come from the toolchain cache; they
-are put first on PATH, which is where Pulumi looks for ambient plugins before its plugin cache.
+The CLI and its Python language host come from the toolchain cache and are put first on PATH (Pulumi
+finds its language host next to itself); the Kubernetes provider built from Go modules is installed
+into the plugin cache under PULUMI_HOME by `install_plugins`, so nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ def offline_env(base: dict[str, str] | None = None) -> dict[str, str]:
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
         "PULUMI_SKIP_CONFIRMATIONS": "true",
         "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
-        "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(tool("pulumi-kubernetes").bin_dir),
-                                 str(venv_bin), env.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(venv_bin), env.get("PATH", "")]),
     })
     return env
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -150,15 +151,22 @@ def test_runtime_edit_leaves_an_existing_trainjob_unchanged(cluster, runtime):
 
 
 def test_controller_killed_while_100_trainjobs_are_created_converges(cluster, runtime):
+    """SIGKILL the controller mid-burst, restart it a few seconds later; creations go on meanwhile.
+
+    While it is down its admission webhook is down too (failurePolicy Fail), so the client retries
+    refused creations, as a user's tooling would.
+    """
     ns = cluster.namespace("crash")
     table = ProcessTable(local.ClusterPaths.for_name(cluster.name).root)
     names = [f"job-{i:03d}" for i in range(100)]
+    restarter = None
     for index, name in enumerate(names):
-        create(cluster, trainjob(name, ns, runtime, nodes=1, suspend=True))
         if index == 30:
             table.kill("trainjob-controller")
-        if index == 60:
-            table.restart("trainjob-controller")
+            restarter = threading.Timer(3.0, table.restart, args=("trainjob-controller",))
+            restarter.start()
+        _create_retrying(cluster, trainjob(name, ns, runtime, nodes=1, suspend=True))
+    restarter.join()
 
     def converged():
         jobsets = cluster.custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets")["items"]
@@ -179,6 +187,18 @@ def test_controller_killed_while_100_trainjobs_are_created_converges(cluster, ru
         assert tjs[ref.name] == ref.uid
 
 
+def _create_retrying(cluster, obj: dict, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            create(cluster, obj)
+            return
+        except local.ClusterError as exc:
+            if "connection refused" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _seed(name: str) -> dict:
     return yaml.safe_load((SEEDS / name).read_text())
 
@@ -192,6 +212,9 @@ def test_seed_trainjob_reconciles(cluster, pair):
     for extra in pair.get("cluster", []):
         cluster.apply(_seed(extra))
     runtime = _seed(pair["runtime"])
+    for queue in _queues(runtime, tj):  # the seeds name queues they never create
+        cluster.apply({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue},
+                       "spec": {"weight": 1}})
     for pc in _priority_classes(runtime):
         cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
                        "value": 1000})
@@ -205,6 +228,13 @@ def test_seed_trainjob_reconciles(cluster, pair):
         assert js["metadata"]["ownerReferences"][0]["controller"] is True
     finally:  # its gang must not hold GPUs for the tests after it
         cluster.kubectl("delete", "trainjob", name, "-n", ns, "--wait=false")
+
+
+def _queues(runtime: dict, tj: dict) -> set[str]:
+    key = "scheduling.volcano.sh/queue-name"
+    found = {((runtime["spec"].get("template") or {}).get("metadata") or {}).get("annotations", {}).get(key),
+             (tj["spec"].get("annotations") or {}).get(key)}
+    return {q for q in found if q}
 
 
 def _priority_classes(runtime: dict) -> set[str]:
