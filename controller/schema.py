@@ -71,7 +71,7 @@ def _with(schema: dict, description: str | None, rules: Iterable[Rule] | None, e
 def obj(properties: dict | None = None, required: Iterable[str] = (), description: str | None = None,
         rules: Iterable[Rule] | None = None, **extra: Any) -> dict:
     schema: dict = {"type": "object"}
-    if properties is not None:
+    if properties:  # the API server drops an empty map, which would show as a perpetual diff
         schema["properties"] = properties
     if required:
         schema["required"] = list(required)
