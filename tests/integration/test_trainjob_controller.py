@@ -221,6 +221,12 @@ def test_seed_trainjob_reconciles(cluster, pair):
     # --validate=warn: seed 001 invents networkTopology.topologyKey/networkPolicy; the API server warns and prunes them
     cluster.kubectl("apply", "--validate=warn", "-f", "-", input_text=json.dumps(runtime))
     tj["metadata"]["name"] = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
+    if pair.get("rejected"):
+        with pytest.raises(local.ClusterError) as refused:
+            cluster.apply(tj)
+        for message in pair["rejected"]:
+            assert message in str(refused.value)
+        return
     cluster.apply(tj)
     name = tj["metadata"]["name"]
     try:
