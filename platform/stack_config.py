@@ -126,6 +126,7 @@ class PolicySpec:
     pod_security: str = "baseline"
     default_deny_network: bool = False
     protect_crds: bool = True
+    retain_crds: bool = True  # `pulumi destroy` leaves CRDs (and so users' TrainJobs); false to delete them
     require_image_digest: bool = False
 
 
@@ -349,6 +350,7 @@ def parse_stack_config(values: Mapping[str, Any], *, file: str) -> tuple[StackCo
         pod_security=r.scalar(pol, "podSecurity", f"{ns}:policies", str, default="baseline"),
         default_deny_network=r.scalar(pol, "defaultDenyNetwork", f"{ns}:policies", bool, default=False),
         protect_crds=r.scalar(pol, "protectCrds", f"{ns}:policies", bool, default=True),
+        retain_crds=r.scalar(pol, "retainCrds", f"{ns}:policies", bool, default=True),
         require_image_digest=r.scalar(pol, "requireImageDigest", f"{ns}:policies", bool, default=False),
     )
     config = StackConfig(

@@ -91,7 +91,11 @@ def render_priority_quotas(tenant: TenantSpec) -> list[dict]:
 
 
 def render_limit_range(tenant: TenantSpec) -> dict:
-    """Defaults for containers that state no requests, so quota accounting never rejects them outright."""
+    """Default requests for containers that state none, so quota accounting never rejects them outright.
+
+    No default *limits*: a default cpu/memory limit below what a training container requests makes
+    the pod invalid (requests must not exceed limits), which fails every GPU job that asks for more.
+    """
     limits = tenant.limits
     return {
         "apiVersion": "v1",
@@ -100,7 +104,6 @@ def render_limit_range(tenant: TenantSpec) -> dict:
         "spec": {"limits": [{
             "type": "Container",
             "defaultRequest": {"cpu": limits.default_cpu, "memory": limits.default_memory},
-            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
         }]},
     }
 

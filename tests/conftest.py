@@ -39,7 +39,7 @@ class Cluster:
         return local.kubectl(self.name, *args, input_text=input_text)
 
     def apply(self, *objects: dict) -> None:
-        self.kubectl("apply", "--server-side", "-f", "-", input_text=yaml.safe_dump_all(list(objects)))
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(list(objects)))
 
     def namespace(self, prefix: str = "t") -> str:
         """A fresh namespace, deleted after the test so its gangs stop holding queue resources."""
@@ -99,7 +99,7 @@ class PlatformStack:
         from pulumi import automation as auto
 
         from trainyard.paths import repo_root
-        from trainyard.pulumi_env import offline_env
+        from trainyard.pulumi_env import install_plugins, offline_env
         from trainyard.toolchain.versions import tool
 
         root = repo_root()
@@ -125,6 +125,7 @@ class PlatformStack:
         env["PULUMI_BACKEND_URL"] = f"file://{workdir / 'state'}"
         (workdir / "state").mkdir(exist_ok=True)
         self.env = env
+        install_plugins()
         command = auto.PulumiCommand(root=str(tool("pulumi").install_dir), skip_version_check=True)
         workspace = auto.LocalWorkspace(work_dir=str(workdir), pulumi_command=command, env_vars=env)
         self.stack = auto.Stack.create_or_select(PLATFORM_STACK, workspace)
@@ -133,7 +134,10 @@ class PlatformStack:
         (self.workdir / "stacks" / f"Pulumi.{PLATFORM_STACK}.yaml").write_text(yaml.safe_dump(self.values))
 
     def up(self):
-        return self.stack.up(on_output=lambda line: None, color="never")
+        """What `trainyard platform up` does: up, then refresh (records the live state of adopted objects)."""
+        result = self.stack.up(on_output=lambda line: None, color="never")
+        self.stack.refresh(on_output=lambda line: None, color="never")
+        return result
 
     def preview(self):
         return self.stack.preview(on_output=lambda line: None, color="never")

@@ -39,7 +39,8 @@ class Crds(pulumi.ComponentResource):
         super().__init__(type_token("platform", "Crds"), name, None, opts)
         self.names = [crd["metadata"]["name"] for crd in crds]
         for crd in crds:
-            register(with_crd_await(crd), child(self, protect=config.policies.protect_crds))
+            register(with_crd_await(crd), child(self, protect=config.policies.protect_crds,
+                                                retain_on_delete=config.policies.retain_crds))
         self.register_outputs({"names": self.names})
 
 

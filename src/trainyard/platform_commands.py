@@ -43,8 +43,14 @@ def forget_stack(stack: str) -> None:
 
 @platform_app.command("up")
 def up(stack: str = STACK, extra: Optional[List[str]] = typer.Argument(None, help="Extra pulumi flags.")) -> None:
-    """`pulumi up` of the stack (non-interactive)."""
+    """`pulumi up` of the stack (non-interactive), then a refresh.
+
+    The refresh records the live state of objects the stack adopted (the local cluster pre-applies
+    CRDs and webhook registrations); without it the provider's state of a few adopted CRDs lacks the
+    annotations it applied, and the next preview shows a spurious update.
+    """
     _run(stack, "up", "--yes", "--non-interactive", "--skip-preview", *(extra or []))
+    _run(stack, "refresh", "--yes", "--non-interactive", "--skip-preview")
 
 
 @platform_app.command("preview")

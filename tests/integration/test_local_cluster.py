@@ -121,3 +121,29 @@ def test_gang_stays_unbound_until_a_second_node_exists(cluster):
     assert sorted(nodes) == [f"{ns}-a", f"{ns}-b"]
     for name in (f"{ns}-a", f"{ns}-b"):
         cluster.kubectl("delete", "node", name, "--wait=false")
+
+
+def test_volcano_scheduler_follows_the_configmap(cluster):
+    """What is deployed in volcano-system/volcano-scheduler-configmap is what the local vc-scheduler reads."""
+    import time
+
+    from trainyard.cluster.local import ClusterPaths
+    from trainyard.cluster.processes import ProcessTable
+    from trainyard.queues.scheduler_config import SchedulerSettings, render
+
+    conf_file = ClusterPaths.for_name(cluster.name).scheduler_conf
+    original = conf_file.read_text()
+    wanted = render(SchedulerSettings(profile="fair-share", binpack_weight=7))
+    assert wanted != original
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                 "data": {"volcano-scheduler.conf": wanted}}
+    cluster.apply(configmap)
+    try:
+        cluster.wait(lambda: conf_file.read_text() == wanted, timeout=30, what="the conf file to follow the ConfigMap")
+        time.sleep(2)  # a few scheduling periods on the new configuration
+        assert "vc-scheduler" in ProcessTable(ClusterPaths.for_name(cluster.name).root).running()
+    finally:
+        configmap["data"]["volcano-scheduler.conf"] = original
+        cluster.apply(configmap)
+        cluster.wait(lambda: conf_file.read_text() == original, timeout=30, what="the original configuration back")

@@ -38,7 +38,9 @@ def test_priority_quotas_allow_listed_classes_and_block_others(tenant):
 
 
 def test_limit_range_and_network_policy(tenant):
-    assert objs.render_limit_range(tenant)["spec"]["limits"][0]["defaultRequest"] == {"cpu": "1", "memory": "4Gi"}
+    (limits,) = objs.render_limit_range(tenant)["spec"]["limits"]
+    assert limits["defaultRequest"] == {"cpu": "1", "memory": "4Gi"}
+    assert "default" not in limits, "a default limit below a job's request would make its pods invalid"
     assert objs.wants_default_deny(tenant, PolicySpec(default_deny_network=True))
     assert objs.render_default_deny(tenant)["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
 

@@ -117,6 +117,26 @@ def test_removing_a_tenant_removes_its_namespace_objects_and_queue(platform, clu
         platform.write_config()
 
 
+def test_interrupted_up_converges_when_run_again(platform, cluster):
+    """Interrupt an up (Ctrl-C) while it recreates a tenant, run up again: done, and nothing left to change."""
+    import signal
+
+    from trainyard.pulumi_env import pulumi_binary
+
+    proc = subprocess.Popen([str(pulumi_binary()), "up", "--yes", "--skip-preview", "--non-interactive",
+                             "--stack", "it"], cwd=platform.workdir, env=platform.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cluster.wait(lambda: not _namespace_gone(cluster, OTHER) or proc.poll() is not None, timeout=180,
+                 interval=0.2, what="the up to start recreating the removed tenant")
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=300)
+    platform.up()
+    result = platform.preview()
+    assert {op: n for op, n in result.change_summary.items() if op != "same" and n} == {}, output[-2000:]
+    assert _get(cluster, "scheduling.volcano.sh", "v1beta1", None, "queues", OTHER) is not None
+
+
 def test_destroy_leaves_nothing_trainyard_created(platform, cluster):
     platform.destroy()
     for tenant in platform.values["config"]["trainyard:tenants"]:
