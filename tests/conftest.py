@@ -41,6 +41,19 @@ class Cluster:
     def apply(self, *objects: dict) -> None:
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(list(objects)))
 
+    def get_object(self, group: str, version: str, plural: str, name: str, namespace: str | None = None) -> dict | None:
+        """A custom object, or None when it does not exist."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            if namespace:
+                return self.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+            return self.custom.get_cluster_custom_object(group, version, plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def namespace(self, prefix: str = "t") -> str:
         """A fresh namespace, deleted after the test so its gangs stop holding queue resources."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"

@@ -19,13 +19,18 @@ def enforce_plainml(info: RuntimeInfo) -> None:
     upsert_trainer_env(info)
 
 
+def _node_container_with_num_nodes(info: RuntimeInfo) -> dict | None:
+    """Apply spec.trainer.numNodes, then the trainer job's `node` container (None: nothing to inject)."""
+    set_trainer_count_from_num_nodes(info)
+    if info.trainer is None:
+        return None
+    return info.trainer_node_container()
+
+
 def enforce_jax(info: RuntimeInfo) -> None:
     if "jax" not in (info.ml_policy or {}):
         return
-    set_trainer_count_from_num_nodes(info)
-    if info.trainer is None:
-        return
-    container = info.trainer_node_container()
+    container = _node_container_with_num_nodes(info)
     if container is None:
         return
     k8s.upsert_env(container, [
@@ -39,10 +44,7 @@ def enforce_jax(info: RuntimeInfo) -> None:
 def enforce_xgboost(info: RuntimeInfo) -> None:
     if "xgboost" not in (info.ml_policy or {}) or info.pod_set_by_ancestor(C.ANCESTOR_TRAINER) is None:
         return
-    set_trainer_count_from_num_nodes(info)
-    if info.trainer is None:
-        return
-    container = info.trainer_node_container()
+    container = _node_container_with_num_nodes(info)
     if container is None:
         return
     workers = trainer_count(info) * max(1, gpu_count(resources_per_node(info)))

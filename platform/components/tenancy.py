@@ -12,6 +12,12 @@ from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cl
 from trainyard.platform.tokens import type_token
 
 
+# A changed runtime is replaced, not updated in place: pulumi-kubernetes 4.25 sends an empty policy
+# object such as `mlPolicy.torch: {}` as null on update, which the CRD rightly rejects. Replacing is
+# safe for users: every TrainJob builds from its own runtime snapshot, never from the live runtime.
+RUNTIME_UPDATE = {"replace_on_changes": ["spec"], "delete_before_replace": True}
+
+
 class Guardrails(pulumi.ComponentResource):
     """Objects every tenant shares: the queue-guard policy and the runtime-reader ClusterRole."""
 
@@ -28,7 +34,7 @@ class RuntimeCatalog(pulumi.ComponentResource):
     def __init__(self, name: str, runtimes: list[dict], version: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("catalog", "RuntimeCatalog"), name, None, opts)
         for runtime in runtimes:
-            register(runtime, child(self))
+            register(runtime, child(self, **RUNTIME_UPDATE))
         self.register_outputs({"version": version, "runtimes": [r["metadata"]["name"] for r in runtimes]})
 
 
@@ -56,6 +62,6 @@ class Tenant(pulumi.ComponentResource):
         if objs.wants_default_deny(tenant, policies):
             register(objs.render_default_deny(tenant), inside)
         for runtime in runtimes:
-            register(runtime, child(self, [namespace, self.queue], deleted_with=namespace))
+            register(runtime, child(self, [namespace, self.queue], deleted_with=namespace, **RUNTIME_UPDATE))
         self.register_outputs({"namespace": tenant.namespace, "queue": tenant.queue.name,
                                "catalogVersion": tenant.catalog_version})

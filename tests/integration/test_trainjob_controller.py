@@ -48,16 +48,7 @@ def trainjob(name: str, namespace: str, runtime: str, nodes: int = 2, suspend: b
 
 
 def get(cluster, kind_plural: str, name: str, namespace: str | None = None, group=GROUP, version=VERSION):
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        if namespace:
-            return cluster.custom.get_namespaced_custom_object(group, version, namespace, kind_plural, name)
-        return cluster.custom.get_cluster_custom_object(group, version, kind_plural, name)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return cluster.get_object(group, version, kind_plural, name, namespace)
 
 
 def jobset(cluster, name, ns):
@@ -218,9 +209,13 @@ def test_seed_trainjob_reconciles(cluster, pair):
     for pc in _priority_classes(runtime):
         cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
                        "value": 1000})
+    # the seeds reuse catalog names (torch-distributed, ...): give this copy its own name
+    suffix = uuid.uuid4().hex[:4]
+    runtime["metadata"]["name"] = f"{runtime['metadata']['name']}-{suffix}"
+    tj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
     # --validate=warn: seed 001 invents networkTopology.topologyKey/networkPolicy; the API server warns and prunes them
     cluster.kubectl("apply", "--validate=warn", "-f", "-", input_text=json.dumps(runtime))
-    tj["metadata"]["name"] = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
+    tj["metadata"]["name"] = f"{tj['metadata']['name']}-{suffix}"
     if pair.get("rejected"):
         with pytest.raises(local.ClusterError) as refused:
             cluster.apply(tj)

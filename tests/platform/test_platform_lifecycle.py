@@ -150,16 +150,7 @@ def test_destroy_leaves_nothing_trainyard_created(platform, cluster):
 
 
 def _get(cluster, group, version, namespace, plural, name):
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        if namespace:
-            return cluster.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-        return cluster.custom.get_cluster_custom_object(group, version, plural, name)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return cluster.get_object(group, version, plural, name, namespace)
 
 
 def _namespace_gone(cluster, name: str) -> bool:
