@@ -161,7 +161,7 @@ class PlatformStack:
 
 @pytest.fixture(scope="session")
 def platform(cluster, tmp_path_factory):
-    ensure_built("pulumi", "pulumi-kubernetes")
+    ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
     stack = PlatformStack(cluster, tmp_path_factory.mktemp("platform"))
     stack.up()
     return stack

@@ -23,7 +23,7 @@ def select_stack(stack: str) -> None:
 
 
 def _run(stack: str, *args: str) -> None:
-    ensure_built("pulumi", "pulumi-kubernetes")
+    ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
     install_plugins()
     select_stack(stack)
     try:

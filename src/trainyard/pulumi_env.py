@@ -38,7 +38,8 @@ def offline_env(base: dict[str, str] | None = None) -> dict[str, str]:
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
         "PULUMI_SKIP_CONFIRMATIONS": "true",
         "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
-        "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(venv_bin), env.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(tool("pulumi-policy-analyzer").bin_dir),
+                                 str(venv_bin), env.get("PATH", "")]),
     })
     return env
 

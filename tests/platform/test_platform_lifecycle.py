@@ -31,6 +31,19 @@ def test_second_preview_shows_no_changes(platform):
     assert changes == {}, f"a preview right after up must be empty, got {changes}"
 
 
+def test_policy_pack_passes_on_the_deployed_program(platform):
+    """`pulumi preview --policy-pack platform/policy_pack`: no wildcard RBAC, every tenant fully covered."""
+    from trainyard.paths import repo_root
+    from trainyard.pulumi_env import pulumi_binary
+
+    run = subprocess.run([str(pulumi_binary()), "preview", "--non-interactive", "--stack", "it", "--policy-pack",
+                          str(repo_root() / "platform" / "policy_pack")], cwd=platform.workdir, env=platform.env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "trainyard-platform" in run.stdout
+    assert "mandatory" not in run.stdout.lower(), "no mandatory policy is violated"
+
+
 def test_every_tenant_got_namespace_quota_queue_rbac_and_runtimes(platform, cluster):
     for tenant in platform.values["config"]["trainyard:tenants"]:
         ns = tenant["namespace"]

@@ -83,5 +83,12 @@ def pulumi_kubernetes(tool: Tool) -> list[Step]:
     ]
 
 
+def pulumi_policy_analyzer(tool: Tool) -> list[Step]:
+    """The analyzer plugin `pulumi preview --policy-pack` starts for Python packs: a script in the sdk module."""
+    return [copy_from_module(tool, PULUMI_SDK, "python/dist/pulumi-analyzer-policy-python",
+                             tool.bin_dir / "pulumi-analyzer-policy-python")]
+
+
 recipes.register("pulumi", pulumi)
 recipes.register("pulumi-kubernetes", pulumi_kubernetes)
+recipes.register("pulumi-policy-analyzer", pulumi_policy_analyzer)
