@@ -8,7 +8,7 @@
 - the controller process's peak RSS (VmHWM).
 
 Usage: .venv/bin/python bench/controller_throughput.py [--count 1000] [--keep]
-It starts its own cluster (name trainyard-bench, ports from 37200) and stops it afterwards.
+It starts its own cluster (name trainyard-bench, ports from 27200) and stops it afterwards.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def main() -> int:
     figures = bench_render()
     print(json.dumps(figures), flush=True)
     ensure_built(*local.REQUIRED_TOOLS)
-    spec = ClusterSpec(name="trainyard-bench", port_base=37200)
+    spec = ClusterSpec(name="trainyard-bench", port_base=27200)
     if local.is_running(spec.name):
         local.down(spec.name, echo=lambda *_: None)
     local.up(spec, echo=lambda msg: print(f"# {msg}", file=sys.stderr))

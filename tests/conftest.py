@@ -17,7 +17,7 @@ from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.toolchain.build import ensure_built
 
-TEST_CLUSTER = ClusterSpec(name="trainyard-test", nodes=4, gpus_per_node=8, racks=2, port_base=36600)
+TEST_CLUSTER = ClusterSpec(name="trainyard-test", nodes=4, gpus_per_node=8, racks=2, port_base=26600)
 
 
 class Cluster:

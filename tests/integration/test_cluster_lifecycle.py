@@ -15,7 +15,7 @@ from trainyard.toolchain.build import ensure_built as ensure_tools
 
 pytestmark = pytest.mark.integration
 
-NAME, BASE = "trainyard-lifecycle", 36800
+NAME, BASE = "trainyard-lifecycle", 26800
 
 
 def _all_pids() -> dict[str, int]:

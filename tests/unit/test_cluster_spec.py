@@ -17,6 +17,7 @@ def test_defaults_match_the_contract():
     ({"racks": 5, "nodes": 4}, "--racks"),
     ({"name": "Bad_Name"}, "--name"),
     ({"port_base": 80}, "--port-base"),
+    ({"port_base": 40000}, "ephemeral range"),
     ({"gpus_per_node": -1}, "--gpus-per-node"),
 ])
 def test_bad_options_name_the_option(kwargs, field):
@@ -50,7 +51,7 @@ def test_nodes_are_spread_over_racks_in_blocks(nodes, racks, expected):
 
 
 def test_ports_are_distinct_and_loopback_only():
-    spec = s.ClusterSpec(port_base=40000)
+    spec = s.ClusterSpec(port_base=20000)
     ports = spec.ports.all()
     assert len(set(ports.values())) == len(ports)
     cfg = s.kwokctl_config(spec, {b: Path(f"/x/{b}") for b in (
@@ -58,12 +59,12 @@ def test_ports_are_distinct_and_loopback_only():
     assert cfg["options"]["bindAddress"] == "127.0.0.1"
     assert cfg["options"]["runtime"] == "binary"
     assert cfg["options"]["kubeAuthorization"] is True
-    assert cfg["options"]["kubeApiserverPort"] == 40000
+    assert cfg["options"]["kubeApiserverPort"] == 20000
     assert all(str(v).startswith("/x/") for k, v in cfg["options"].items() if k.endswith("Binary"))
 
 
 def test_jobset_config_runs_out_of_cluster():
-    cfg = s.jobset_config(s.ClusterSpec(port_base=40000), Path("/certs"))
+    cfg = s.jobset_config(s.ClusterSpec(port_base=20000), Path("/certs"))
     assert cfg["leaderElection"]["leaderElect"] is False
     assert cfg["internalCertManagement"]["enable"] is False
     assert cfg["webhook"]["host"] == "127.0.0.1"

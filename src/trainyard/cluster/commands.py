@@ -29,7 +29,7 @@ def up(
     gpus_per_node: int = typer.Option(8, help="nvidia.com/gpu capacity of each node."),
     gpu_product: str = typer.Option("NVIDIA-H100-80GB-HBM3", help="Value of the nvidia.com/gpu.product label."),
     racks: int = typer.Option(2, help="Racks the nodes are spread over (topology labels for HyperNodes)."),
-    port_base: int = typer.Option(36400, help="First of the loopback ports the cluster listens on."),
+    port_base: int = typer.Option(26400, help="First of the loopback ports the cluster listens on."),
     provider: str = typer.Option("kwok", help="kwok (default, no container engine needed) or kind."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
@@ -95,7 +95,7 @@ def register_top_level(app: typer.Typer) -> None:
     @app.command("up")
     def platform_up(name: str = NAME, stack: str = typer.Option("local", help="Stack deployed on the cluster.")) -> None:
         """Start the local GPU cluster with its controllers, then `pulumi up` the local stack on it."""
-        up(name=name, nodes=4, gpus_per_node=8, gpu_product="NVIDIA-H100-80GB-HBM3", racks=2, port_base=36400,
+        up(name=name, nodes=4, gpus_per_node=8, gpu_product="NVIDIA-H100-80GB-HBM3", racks=2, port_base=26400,
            provider="kwok")
         from trainyard.platform_commands import up as stack_up
 

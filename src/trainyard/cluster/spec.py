@@ -24,7 +24,7 @@ _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 class Ports:
     """Explicit loopback ports for every listener, so two clusters never collide silently."""
 
-    base: int = 36400
+    base: int = 26400
 
     OFFSETS: ClassVar[dict[str, int]] = {
         "apiserver": 0, "etcd": 1, "etcd_peer": 2, "kcm": 3, "scheduler": 4, "kwok": 5,
@@ -52,7 +52,7 @@ class ClusterSpec:
     racks: int = 2
     cpu_per_node: int = 96
     memory_gib_per_node: int = 1024
-    port_base: int = 36400
+    port_base: int = 26400
     zone: str = "local-a"
     extra: dict = field(default_factory=dict)
 
@@ -66,14 +66,30 @@ class ClusterSpec:
             problems.append(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
         if self.racks < 1 or self.racks > self.nodes:
             problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
+        low, high = ephemeral_port_range()
+        last = self.port_base + max(Ports.OFFSETS.values()) + 10
         if not 1024 <= self.port_base <= 65000:
             problems.append(f"--port-base {self.port_base}: choose a port between 1024 and 65000")
+        elif self.port_base <= high and last >= low:
+            problems.append(f"--port-base {self.port_base}: ports {self.port_base}-{last} overlap the kernel's "
+                            f"ephemeral range {low}-{high}, where client connections can take them; "
+                            f"choose a base below {low - (last - self.port_base)} (default 26400)")
         if problems:
             raise ValueError("; ".join(problems))
 
     @property
     def ports(self) -> Ports:
         return Ports(self.port_base)
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (listeners there can lose their port)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            low, high = handle.read().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def node_name(index: int) -> str:

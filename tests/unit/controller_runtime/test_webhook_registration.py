@@ -6,9 +6,9 @@ from trainyard.controller.webhook_server import VALIDATE_PATH, webhook_configura
 
 
 def test_local_cluster_registration_uses_a_loopback_url():
-    cfg = webhook_configuration("Q0E=", url="https://127.0.0.1:36431/")
+    cfg = webhook_configuration("Q0E=", url="https://127.0.0.1:26431/")
     (hook,) = cfg["webhooks"]
-    assert hook["clientConfig"] == {"caBundle": "Q0E=", "url": "https://127.0.0.1:36431" + VALIDATE_PATH}
+    assert hook["clientConfig"] == {"caBundle": "Q0E=", "url": "https://127.0.0.1:26431" + VALIDATE_PATH}
     assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
     (rule,) = hook["rules"]
     assert rule["apiGroups"] == ["trainer.kubeflow.org"]

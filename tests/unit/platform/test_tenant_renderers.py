@@ -104,8 +104,8 @@ def test_controller_deployment_runs_the_cli_with_config_image_and_replicas():
 
 
 def test_webhook_url_mode_for_local_and_service_mode_in_cluster():
-    local = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(url="https://127.0.0.1:36431")), "PEM")
-    assert local["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:36431/")
+    local = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(url="https://127.0.0.1:26431")), "PEM")
+    assert local["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:26431/")
     incluster = ctl.render_controller_webhook(ControllerSpec())
     assert incluster["webhooks"][0]["clientConfig"]["service"]["name"] == "trainyard-controller-webhook"
     assert "cert-manager.io/inject-ca-from" in incluster["metadata"]["annotations"]

@@ -1,0 +1,58 @@
+"""Two controller replicas: one leads (Lease), the standby takes over when the leader dies."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+
+import pytest
+
+from trainyard.cluster import local
+from trainyard.cluster.processes import ProcessSpec, ProcessTable
+
+pytestmark = pytest.mark.integration
+
+
+def _holder(cluster) -> str | None:
+    lease = cluster.kubectl("get", "lease", "-n", "trainyard-system", "trainyard-controller", "-o", "json")
+    return json.loads(lease)["spec"].get("holderIdentity")
+
+
+def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
+    from test_trainjob_controller import create, jobset, torch_runtime, trainjob
+
+    paths = local.ClusterPaths.for_name(cluster.name)
+    ports = cluster.spec.ports
+    standby = ProcessTable(tmp_path)  # the second replica is this test's own process
+    standby.start(ProcessSpec("standby-controller", [
+        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
+        "--lease-namespace", "trainyard-system", f"--metrics-address=127.0.0.1:{ports.base + 35}",
+        f"--health-address=127.0.0.1:{ports.base + 36}"]))
+    main = ProcessTable(paths.root)
+    try:
+        leader = cluster.wait(lambda: _holder(cluster), what="a lease holder")
+        runtime = f"torch-{uuid.uuid4().hex[:6]}"
+        create(cluster, torch_runtime(runtime))
+        ns = cluster.namespace("ha")
+        main.kill("trainjob-controller")  # the leader (it started first); its webhook goes with it
+        cluster.wait(lambda: _holder(cluster) not in (None, leader), timeout=60, what="the standby to take the lease")
+        main.restart("trainjob-controller")  # back for admission; it now waits as the standby
+        cluster.wait(lambda: _created(cluster, trainjob("after-failover", ns, runtime, suspend=True)), timeout=60,
+                     what="admission back")
+        assert cluster.wait(lambda: jobset(cluster, "after-failover", ns), timeout=60,
+                            what="the new leader to reconcile")
+    finally:
+        standby.stop_all()
+
+
+def _created(cluster, obj: dict) -> bool:
+    try:
+        from test_trainjob_controller import create
+
+        create(cluster, obj)
+        return True
+    except local.ClusterError as exc:
+        if "connection refused" in str(exc):
+            return False
+        raise
