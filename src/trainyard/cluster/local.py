@@ -291,6 +291,8 @@ def down(name: str, echo=print) -> list[str]:
         return []
     stopped = ProcessTable(paths.root).stop_all()
     kwok_pids = _kwok_pids(paths, name)
+    pid_dir = paths.kwok_workdir / "clusters" / name / "pids"
+    stopped += sorted(f.stem for f in pid_dir.glob("*.pid")) if pid_dir.exists() else []
     kwokctl_bin = tool("kwok").path("kwokctl")
     if kwokctl_bin.exists() and (paths.kwok_workdir / "clusters" / name).exists():
         env = dict(os.environ, KWOK_WORKDIR=str(paths.kwok_workdir), KWOK_RUNTIME="binary")
@@ -300,7 +302,6 @@ def down(name: str, echo=print) -> list[str]:
     for pid in kwok_pids:  # kwokctl delete stops them; make sure
         if pid_alive(pid):
             os.kill(pid, 9)
-    stopped += ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"]
     state = read_state(name)
     if state:
         deadline = time.monotonic() + 10
