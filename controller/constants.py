@@ -16,6 +16,7 @@ COSCHEDULING_PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 MANAGED_BY_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
+LABEL_FRAMEWORK = "trainer.kubeflow.org/framework"
 LABEL_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_TRAINER = "trainer"
 DATASET_INITIALIZER = "dataset-initializer"

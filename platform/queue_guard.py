@@ -8,12 +8,12 @@ Tenants cannot relabel their namespace (tenant RBAC has no namespace rights).
 
 from __future__ import annotations
 
+from trainyard.controller.constants import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
 
 POLICY_NAME = "trainyard-queue-guard"
 API = "admissionregistration.k8s.io/v1"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 GUARDED_RESOURCES = (
     ("", "v1", "pods"),

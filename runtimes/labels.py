@@ -1,25 +1,27 @@
 """Label and annotation keys the catalog reads or writes, with their allowed values."""
 
-# Upstream (kubeflow/trainer pkg/constants) keys.
-FRAMEWORK = "trainer.kubeflow.org/framework"
+from trainyard.controller import constants as C
+
+# Upstream (kubeflow/trainer) keys: the controller's constants are the one definition.
+FRAMEWORK = C.LABEL_FRAMEWORK
 """Which framework a runtime trains with: torch, torchtune, deepspeed, mpi, jax, xgboost."""
 
-ANCESTOR_STEP = "trainer.kubeflow.org/trainjob-ancestor-step"
+ANCESTOR_STEP = C.LABEL_ANCESTOR
 """On ``replicatedJobs[].template.metadata.labels``: dataset-initializer, model-initializer or trainer."""
 
 ANCESTOR_CONTAINERS = {
-    "dataset-initializer": "dataset-initializer",
-    "model-initializer": "model-initializer",
-    "trainer": "node",
+    C.DATASET_INITIALIZER: C.DATASET_INITIALIZER,
+    C.MODEL_INITIALIZER: C.MODEL_INITIALIZER,
+    C.ANCESTOR_TRAINER: C.NODE,
 }
 """The container each ancestor job must contain (upstream runtime admission)."""
 
-SUPPORT = "trainer.kubeflow.org/support"
+SUPPORT = C.LABEL_SUPPORT
 """``deprecated`` makes upstream-compatible webhooks warn on runtime and TrainJob creation."""
 
-SUPPORT_DEPRECATED = "deprecated"
+SUPPORT_DEPRECATED = C.SUPPORT_DEPRECATED
 
-VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+VOLCANO_QUEUE = C.VOLCANO_QUEUE_ANNOTATION
 """On the JobSet template metadata; the controller copies it into the Volcano PodGroup."""
 
 VOLCANO_SCHEDULER = "volcano"

@@ -21,8 +21,8 @@ NAME, BASE = "trainyard-lifecycle", 26800
 def _all_pids() -> dict[str, int]:
     paths = local.ClusterPaths.for_name(NAME)
     pids = dict(ProcessTable(paths.root).load())
-    for index, pid in enumerate(local._kwok_pids(paths, NAME)):
-        pids[f"kwokctl-{index}"] = pid
+    for component, pid in local.kwok_processes(paths, NAME).items():
+        pids[f"kwokctl-{component}"] = pid
     return pids
 
 

@@ -20,7 +20,7 @@ def _holder(cluster) -> str | None:
 
 
 def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
-    from test_trainjob_controller import create, jobset, torch_runtime, trainjob
+    from test_trainjob_controller import _create_retrying, create, jobset, torch_runtime, trainjob
 
     paths = local.ClusterPaths.for_name(cluster.name)
     ports = cluster.spec.ports
@@ -38,21 +38,9 @@ def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
         main.kill("trainjob-controller")  # the leader (it started first); its webhook goes with it
         cluster.wait(lambda: _holder(cluster) not in (None, leader), timeout=60, what="the standby to take the lease")
         main.restart("trainjob-controller")  # back for admission; it now waits as the standby
-        cluster.wait(lambda: _created(cluster, trainjob("after-failover", ns, runtime, suspend=True)), timeout=60,
-                     what="admission back")
+        _create_retrying(cluster, trainjob("after-failover", ns, runtime, suspend=True))  # until admission is back
         assert cluster.wait(lambda: jobset(cluster, "after-failover", ns), timeout=60,
                             what="the new leader to reconcile")
     finally:
         standby.stop_all()
 
-
-def _created(cluster, obj: dict) -> bool:
-    try:
-        from test_trainjob_controller import create
-
-        create(cluster, obj)
-        return True
-    except local.ClusterError as exc:
-        if "connection refused" in str(exc):
-            return False
-        raise

@@ -272,15 +272,16 @@ def _wait_queue_open(kc, queue: str, timeout: float) -> None:
     raise ClusterError(f"Volcano queue {queue!r} did not open within {timeout:.0f}s; see the vc-* logs")
 
 
-def _kwok_pids(paths: ClusterPaths, name: str) -> list[int]:
+def kwok_processes(paths: ClusterPaths, name: str) -> dict[str, int]:
+    """PIDs of the components kwokctl started (etcd, kube-apiserver, ...), by component name."""
     pid_dir = paths.kwok_workdir / "clusters" / name / "pids"
-    pids = []
-    for pid_file in pid_dir.glob("*.pid") if pid_dir.exists() else []:
+    found = {}
+    for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.exists() else []:
         try:
-            pids.append(int(pid_file.read_text().strip()))
+            found[pid_file.stem] = int(pid_file.read_text().strip())
         except ValueError:
             continue
-    return pids
+    return found
 
 
 def down(name: str, echo=print) -> list[str]:
@@ -290,16 +291,15 @@ def down(name: str, echo=print) -> list[str]:
         echo(f"cluster {name!r} is not running")
         return []
     stopped = ProcessTable(paths.root).stop_all()
-    kwok_pids = _kwok_pids(paths, name)
-    pid_dir = paths.kwok_workdir / "clusters" / name / "pids"
-    stopped += sorted(f.stem for f in pid_dir.glob("*.pid")) if pid_dir.exists() else []
+    kwok_components = kwok_processes(paths, name)
+    stopped += list(kwok_components)
     kwokctl_bin = tool("kwok").path("kwokctl")
     if kwokctl_bin.exists() and (paths.kwok_workdir / "clusters" / name).exists():
         env = dict(os.environ, KWOK_WORKDIR=str(paths.kwok_workdir), KWOK_RUNTIME="binary")
         env["PATH"] = os.pathsep.join([str(tool("kubernetes").bin_dir), env.get("PATH", "")])
         subprocess.run([str(kwokctl_bin), "delete", "cluster", "--name", name, "--kubeconfig", ""], env=env,
                        capture_output=True, text=True)
-    for pid in kwok_pids:  # kwokctl delete stops them; make sure
+    for pid in kwok_components.values():  # kwokctl delete stops them; make sure
         if pid_alive(pid):
             os.kill(pid, 9)
     state = read_state(name)
