@@ -19,6 +19,10 @@ from typing import Callable, Iterable
 from . import constants as C
 from . import k8s
 from .errors import ControllerError, InputError
+from .info import new_runtime_info
+from .plugins import torchtune
+from .plugins.common import runtime_node_resources
+from .resources import gpu_count
 from .inputs import load_runtime, load_trainjob, normalize, runtime_schema, trainjob_schema
 from .schema import FieldError, validate
 
@@ -304,14 +308,16 @@ def _ml_policy_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
     trainer = trainjob["spec"].get("trainer") or {}
     errors: list[FieldError] = []
     if "torch" in ml:
-        reserved = C.TORCH_RESERVED_ENVS + (C.TORCH_ELASTIC_RESERVED_ENVS if ml["torch"].get("elasticPolicy") else ())
-        errors += _reserved_env_errors(trainer, reserved)
         containers = _job_containers(runtime)
         for target in (ml["torch"].get("envInjection") or {}).get("targets") or []:
             for name in target.get("containerNames") or []:
                 if name not in containers.get(target.get("jobName"), set()):
                     errors.append(_invalid("spec.runtimeRef", trainjob["spec"]["runtimeRef"],
                                            f"envInjection target podSet {target.get('jobName')!r} container {name!r} not found in runtime template"))
+        reserved = C.TORCH_RESERVED_ENVS + (C.TORCH_ELASTIC_RESERVED_ENVS if ml["torch"].get("elasticPolicy") else ())
+        errors += _reserved_env_errors(trainer, reserved)
+        if torchtune.is_torchtune(trainjob["spec"].get("trainer")):
+            errors += _torchtune_errors(trainjob, runtime, ml["torch"])
     if "mpi" in ml:
         mpi = ml["mpi"]
         names = {j.get("name") for j in _jobs(runtime)}
@@ -327,6 +333,20 @@ def _ml_policy_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
             if env.get("name") in C.XGBOOST_RESERVED_ENVS:
                 errors.append(_forbidden(f"spec.trainer.env[{i}]", f"{env['name']} is reserved for the XGBoost runtime"))
     return errors
+
+
+def _torchtune_errors(trainjob: dict, runtime: dict, torch_policy: dict) -> list[FieldError]:
+    """GPUs per node as upstream's webhook sees them: trainer.resourcesPerNode, else the runtime's `node`
+    container after the TrainJob's patches and overrides."""
+    trainer = trainjob["spec"]["trainer"]
+    requested = trainer.get("numProcPerNode", torch_policy.get("numProcPerNode", "auto"))
+    resources = trainer.get("resourcesPerNode")
+    if not resources:
+        try:
+            resources = runtime_node_resources(new_runtime_info(trainjob, runtime))
+        except ControllerError:
+            resources = None  # the trial build reports what is wrong with the runtime
+    return torchtune.validation_errors(trainjob, torchtune.int_or_string(requested), gpu_count(resources))
 
 
 def _update_errors(trainjob: dict, old: dict | None, cluster_objects: list[dict]) -> list[FieldError]:

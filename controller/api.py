@@ -21,9 +21,10 @@ NUM_PROC_VALUES = ("auto", "cpu", "gpu")
 
 
 def _num_proc_ok(v: object) -> bool:
+    """The CEL rule below, in Python: a digit string such as "4" is a string, hence refused (quote-free 4)."""
     if isinstance(v, str):
-        return v in NUM_PROC_VALUES or (v.isdigit() and int(v) >= 1)
-    return isinstance(v, int) and v >= 1
+        return v in NUM_PROC_VALUES
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
 NUM_PROC_RULE = Rule(

@@ -48,6 +48,8 @@ class FieldError:
 
 
 def _render(value: Any) -> str:
+    if value is None:
+        return '"null"'  # Go renders a nil bad value as the string "null"
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, bool):

@@ -1,5 +1,8 @@
 """Torch ML policy: PET_* env for torchrun, numProcPerNode resolution, envInjection, elastic training.
 
+A trainer command of exactly `[tune, run]` switches to torchtune mode (see `torchtune`): no PET_MASTER_*
+env on the node container and a rewritten `tune run` command.
+
 numProcPerNode (trainer value, else the seed-era `mlPolicy.torch.numProcPerNode`, else "auto"):
 an integer is used as is; "cpu", or "auto" without GPUs, becomes max(1, ceil(cpu)); "gpu" and "auto"
 with GPUs stay literal for torchrun to resolve (v2.1 semantics; v2.3 is the int/"auto" subset).
@@ -17,6 +20,7 @@ from .. import k8s
 from ..errors import BuildError, ValidationError
 from ..info import RuntimeInfo
 from ..resources import cpu_count, gpu_count
+from . import torchtune
 from .common import master_host, resources_per_node, set_trainer_count_from_num_nodes, trainer_count, upsert_trainer_env
 
 
@@ -39,10 +43,11 @@ def enforce(info: RuntimeInfo) -> None:
     if torch is None:
         return
     trainer = info.trainer or {}
-    if trainer.get("command") == C.TORCHTUNE_ENTRYPOINT:
-        raise BuildError("the torchtune BuiltinTrainer (command: [tune, run]) is not supported by trainyard; "
-                         "run torchtune through torchrun in the command instead", "spec.trainer.command")
     elastic = torch.get("elasticPolicy")
+    if elastic and torchtune.is_torchtune(trainer):
+        raise BuildError("torchtune (command: [tune, run]) chooses its own rendezvous and cannot train "
+                         "elastically; use a runtime without mlPolicy.torch.elasticPolicy or a torchrun command",
+                         "spec.trainer.command")
     if elastic:
         nnodes = _enforce_elastic_count(info, elastic)
     else:
@@ -65,7 +70,11 @@ def enforce(info: RuntimeInfo) -> None:
 
     container = upsert_trainer_env(info)
     if container is not None:
-        k8s.upsert_env(container, pet_env + master_env + elastic_env)
+        if torchtune.is_torchtune(trainer):
+            k8s.upsert_env(container, pet_env)
+            _rewrite_torchtune_command(info, nproc)
+        else:
+            k8s.upsert_env(container, pet_env + master_env + elastic_env)
         k8s.upsert_port(container, C.CONTAINER_TRAINER_PORT)
 
     for target in (torch.get("envInjection") or {}).get("targets") or []:
@@ -76,6 +85,15 @@ def enforce(info: RuntimeInfo) -> None:
                 raise ValidationError(f"envInjection target podSet {target.get('jobName')!r} container {name!r} "
                                       "not found in runtime template", "spec.runtimeRef")
             k8s.upsert_env(extra, pet_env + master_env + elastic_env)
+
+
+def _rewrite_torchtune_command(info: RuntimeInfo, nproc: str) -> None:
+    """The trainer command the JobSet gets (the TrainJob itself is left as written)."""
+    trainer = info.trainer or {}
+    new_command = torchtune.command(
+        info.name, info.trainjob["spec"]["runtimeRef"]["name"], trainer_count(info),
+        torchtune.int_or_string(nproc), gpu_count(resources_per_node(info)), trainer.get("args") or [], info.spec)
+    info.trainjob["spec"]["trainer"] = {**trainer, "command": new_command}
 
 
 def _enforce_elastic_count(info: RuntimeInfo, elastic: dict) -> str:

@@ -246,3 +246,46 @@ def _priority_classes(runtime: dict) -> set[str]:
         if pc:
             found.add(pc)
     return found
+
+
+def _catalog_runtime_in(namespace: str, name: str) -> dict:
+    """The current catalog release's runtime `name`, as a TrainingRuntime of `namespace` (the name stays:
+    torchtune derives the model from it)."""
+    from trainyard.runtimes.publish import cluster_runtimes_of
+    from trainyard.runtimes.store import load_catalog
+
+    catalog = load_catalog()
+    (obj,) = cluster_runtimes_of(catalog, catalog.current.version, only=name)
+    obj["kind"] = "TrainingRuntime"
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def test_torchtune_trainjob_gets_the_rewritten_tune_command(cluster):
+    """The SDK's BuiltinTrainer(TorchTuneConfig) writes command [tune, run] plus key=value args."""
+    ns = cluster.namespace("tune")
+    create(cluster, _catalog_runtime_in(ns, "torchtune-llama3.2-1b"))
+    lora = "model.lora_attn_modules=['q_proj','v_proj']"
+    tj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": "ft", "namespace": ns},
+          "spec": {"runtimeRef": {"name": "torchtune-llama3.2-1b", "kind": "TrainingRuntime"},
+                   "trainer": {"command": ["tune", "run"], "args": ["epochs=1", lora]}}}
+    create(cluster, tj)
+    js = cluster.wait(lambda: jobset(cluster, "ft", ns), what="the JobSet")
+    node_job = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")
+    (node,) = node_job["template"]["spec"]["template"]["spec"]["containers"]
+    assert node["command"] == ["tune", "run", "--rdzv_endpoint=ft-node-0-0.ft:29500", "lora_finetune_distributed",
+                               "--config", "llama3_2/1B_lora", "output_dir=/workspace/output",
+                               "tokenizer.path=/workspace/model/original/tokenizer.model",
+                               "checkpointer.checkpoint_dir=/workspace/model"]
+    assert node["args"] == ["epochs=1", lora]
+    assert "PET_MASTER_ADDR" not in {e["name"] for e in node["env"]}
+    assert get(cluster, "trainjobs", "ft", ns)["spec"]["trainer"]["command"] == ["tune", "run"]
+
+    refused = dict(tj, metadata={"name": "ft2", "namespace": ns})
+    refused["spec"] = dict(tj["spec"], trainer={"command": ["tune", "run"], "numNodes": 2, "args": ["output_dir=/tmp"]})
+    with pytest.raises(local.ClusterError) as denied:
+        create(cluster, refused)
+    assert "spec.trainer.numNodes: Invalid value: 2: must be 1 for llama3_2/1B model" in str(denied.value)
+    assert ('spec.trainer.args[0]: Invalid value: "output_dir=/tmp": must not set immutable config "output_dir" '
+            "in trainer args; it is managed by the runtime") in str(denied.value)
+

@@ -81,6 +81,8 @@ def test_beyond_upstream_trainer_job_warnings(rt, fix):
     (trainjob(managedBy="me"), runtime(), "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set"),
     (trainjob(trainer={"numNodes": -1}), runtime(), "spec.trainer.numNodes in body should be greater than or equal to 0"),
     (trainjob(trainer={"numProcPerNode": 0}), runtime(), "numProcPerNode must be greater than or equal to 1"),
+    # a quoted digit is a string, refused by the CRD's CEL rule; Python admission agrees
+    (trainjob(trainer={"numProcPerNode": "4"}), runtime(), "numProcPerNode must be greater than or equal to 1, or one of auto, cpu, gpu"),
     (trainjob(trainer={"env": [{"name": "PET_NNODES", "value": "1"}]}), runtime(ml={"torch": {}}),
      "must not have reserved envs, invalid envs configured: [PET_NNODES]"),
     (trainjob(trainer={"env": [{"name": "OMPI_MCA_plm_rsh_args", "value": "1"}]}), runtime(ml={"mpi": {}}), "must not have reserved envs"),

@@ -191,11 +191,6 @@ def test_torch_elastic_refusals(elastic, trainer, message):
         build(trainjob(trainer=trainer), runtime(ml={"torch": {"elasticPolicy": elastic}}))
 
 
-def test_torchtune_is_refused_clearly():
-    with pytest.raises(BuildError, match="torchtune"):
-        build(trainjob(trainer={"command": ["tune", "run"]}), runtime(ml={"torch": {}}))
-
-
 # ---- trainer overrides / initializers -------------------------------------------------------------
 
 def test_trainer_overrides_image_command_args_and_merges_resources():
