@@ -47,12 +47,22 @@ def existing_objects(api: ApiServer, trainjob: dict) -> list[dict]:
     ]
     found = []
     for resource, obj_name in wanted:
-        obj = api.get(resource, obj_name, ns)
+        obj = _get_typed(api, resource, obj_name, ns)
         if obj is not None:
-            obj.setdefault("apiVersion", resource.api_version)
-            obj.setdefault("kind", resource.kind)
+            found.append(obj)
+    if not any(o["kind"] == "PodGroup" for o in found):  # a coscheduling gang, or none applied yet
+        obj = _get_typed(api, COSCHEDULING_PODGROUP, name, ns)
+        if obj is not None:
             found.append(obj)
     return found
+
+
+def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | None:
+    obj = api.get(resource, name, namespace)
+    if obj is not None:
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind)
+    return obj
 
 
 def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:

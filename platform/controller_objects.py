@@ -7,6 +7,7 @@ import base64
 
 from trainyard.controller.webhook_server import webhook_configuration
 from trainyard.platform.stack_config import ControllerSpec
+from trainyard.toolchain.versions import upstream_pins
 
 NAME = "trainyard-controller"
 PART_OF = {"app.kubernetes.io/part-of": "trainyard", "app.kubernetes.io/name": NAME}
@@ -61,6 +62,33 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
 def render_controller_namespace(spec: ControllerSpec) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": spec.namespace, "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"}}}
+
+
+SDK_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
+SDK_VERSION_KEY = "kubeflow_trainer_version"
+
+
+def render_sdk_public_info(spec: ControllerSpec) -> list[dict]:
+    """What the Kubeflow SDK reads before anything else: `kubeflow-trainer-public` with the Trainer version
+    the platform reproduces, readable by every authenticated user (as upstream publishes it). Its
+    namespace is created unless it is the controller's."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    namespace = spec.sdk_namespace
+    objects = []
+    if namespace != spec.namespace:
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"}}})
+    objects += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(SDK_PUBLIC_CONFIGMAP, namespace),
+         "data": {SDK_VERSION_KEY: upstream_pins()["kubeflow-trainer"]}},
+        {"apiVersion": rbac, "kind": "Role", "metadata": _meta(SDK_PUBLIC_CONFIGMAP, namespace),
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SDK_PUBLIC_CONFIGMAP],
+                    "verbs": READ}]},
+        {"apiVersion": rbac, "kind": "RoleBinding", "metadata": _meta(SDK_PUBLIC_CONFIGMAP, namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SDK_PUBLIC_CONFIGMAP},
+         "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}]},
+    ]
+    return objects
 
 
 def render_controller_deployment(spec: ControllerSpec) -> dict:

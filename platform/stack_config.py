@@ -110,6 +110,8 @@ class ControllerSpec:
     metrics_port: int = 8080
     webhook_port: int = 9443
     webhook: WebhookSpec = WebhookSpec()
+    # Where the Kubeflow SDK looks for `kubeflow-trainer-public` (its KUBEFLOW_SYSTEM_NAMESPACE default).
+    sdk_namespace: str = "kubeflow-system"
 
 
 @dataclass(frozen=True)
@@ -333,6 +335,7 @@ def parse_stack_config(values: Mapping[str, Any], *, file: str) -> tuple[StackCo
         namespace=r.scalar(ctl, "namespace", f"{ns}:controller", str, default=ControllerSpec.namespace),
         image=r.scalar(ctl, "image", f"{ns}:controller", str, default=ControllerSpec.image),
         replicas=r.scalar(ctl, "replicas", f"{ns}:controller", int, default=ControllerSpec.replicas),
+        sdk_namespace=r.scalar(ctl, "sdkNamespace", f"{ns}:controller", str, default=ControllerSpec.sdk_namespace),
         webhook=WebhookSpec(
             url=r.scalar(hook, "url", f"{ns}:controller.webhook", str),
             ca_bundle_file=r.scalar(hook, "caBundleFile", f"{ns}:controller.webhook", str),

@@ -54,6 +54,11 @@ def check_names(config: StackConfig) -> list[ConfigProblem]:
                                      "name the queue after the tenant"))
     for index, queue in enumerate(config.parent_queues):
         label(f"{NAMESPACE}:queues[{index}].name", queue.name)
+    label(f"{NAMESPACE}:controller.sdkNamespace", config.controller.sdk_namespace)
+    if config.controller.sdk_namespace in {t.namespace for t in config.tenants}:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.sdkNamespace",
+                                 f"{config.controller.sdk_namespace!r} is a tenant namespace",
+                                 "keep the SDK's public namespace for platform objects (default kubeflow-system)"))
     return out
 
 

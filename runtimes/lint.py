@@ -19,7 +19,7 @@ from trainyard.runtimes.lock import catalog_drift
 from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Tenant
 from trainyard.runtimes.publish import as_tenant_runtime, render_release_runtimes
 from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
-from trainyard.runtimes.rules import CATALOG_RULES, Problem, replicated_jobs
+from trainyard.runtimes.rules import CATALOG_RULES, Problem, check_sdk_describable, replicated_jobs
 from trainyard.runtimes.schema import validate
 
 GROUP = "trainer.kubeflow.org"
@@ -170,6 +170,12 @@ def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> li
         findings += [
             Finding(message, file=sources.path_of(name), runtime=name, release=version, fix=fix)
             for message, fix in check_runtime(runtime, checks)
+        ]
+        # Released sources are frozen: what only a later release can fix is a warning there.
+        severity = "warning" if release.released else "error"
+        findings += [
+            Finding(message, file=sources.path_of(name), runtime=name, release=version, fix=fix, severity=severity)
+            for message, fix in check_sdk_describable(runtime)
         ]
         for warning in _admission_warnings(runtime, checks):
             findings.append(Finding(f"admission warning: {warning}", file=sources.path_of(name), runtime=name, release=version, severity="warning"))

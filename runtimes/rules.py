@@ -95,4 +95,34 @@ def check_ancestor_labels(runtime: dict) -> list[Problem]:
     return problems
 
 
+# Limit keys from which the Kubeflow SDK (0.5, `get_container_devices`) describes a runtime's device;
+# limits naming none of them make `TrainerClient.list_runtimes()` fail for the whole namespace.
+SDK_DEVICE_LIMITS = ("nvidia.com/gpu", "google.com/tpu", "huawei.com/Ascend910", "cpu")
+SDK_MIG_PREFIX = "nvidia.com/mig-"
+
+
+def _sdk_trainer_container(runtime: dict) -> dict | None:
+    """The container the SDK reads: `node` in the first job carrying any ancestor label."""
+    for job in replicated_jobs(runtime):
+        if labels.ANCESTOR_STEP in (((job.get("template") or {}).get("metadata") or {}).get("labels") or {}):
+            for container in _pod_spec(job).get("containers") or []:
+                if container.get("name") == "node":
+                    return container
+    return None
+
+
+def check_sdk_describable(runtime: dict) -> list[Problem]:
+    """The Kubeflow SDK must be able to list the runtime (framework label is checked separately)."""
+    container = _sdk_trainer_container(runtime)
+    if container is None:
+        return [("the Kubeflow SDK finds no trainer container (a container named node in a job with the "
+                 f"{labels.ANCESTOR_STEP} label)", "label the trainer job and name its container node")]
+    limits = (container.get("resources") or {}).get("limits") or {}
+    if limits and not any(k in SDK_DEVICE_LIMITS or k.startswith(SDK_MIG_PREFIX) for k in limits):
+        return [(f"the Kubeflow SDK cannot tell the trainer's device from its limits {sorted(limits)}; "
+                 "TrainerClient.list_runtimes() fails for every namespace that has this runtime",
+                 "add a cpu (or accelerator) limit to the node container, or drop its limits")]
+    return []
+
+
 CATALOG_RULES = (check_framework_label, check_images_pinned, check_ancestor_labels)

@@ -158,8 +158,20 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp.name, path)
 
 
+class _CatalogDumper(yaml.SafeDumper):
+    """Multi-line changelogs as `|-` blocks, so reviewers read catalog.yaml diffs as prose."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_CatalogDumper.add_representer(str, _str_representer)
+
+
 def write_catalog(root: Path, releases: Iterable[Release]) -> None:
-    body = yaml.safe_dump(catalog_document(releases), sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(catalog_document(releases), Dumper=_CatalogDumper, sort_keys=False, allow_unicode=True, width=100)
     _atomic_write(root / CATALOG_FILE, _CATALOG_HEADER + body)
 
 

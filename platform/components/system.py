@@ -117,6 +117,7 @@ class TrainyardController(pulumi.ComponentResource):
         in_namespace = child(self, [namespace])
         for obj in ctl.render_controller_rbac(spec):
             register(obj, in_namespace)
+        self._register_sdk_public_info(spec, namespace)
         ready: list[pulumi.Resource] = []
         if not config.controllers_run_locally:
             for obj in ctl.render_webhook_cert_request(spec) + ctl.render_controller_services(spec):
@@ -126,7 +127,16 @@ class TrainyardController(pulumi.ComponentResource):
         if spec.webhook.ca_bundle_file:
             ca_pem = Path(spec.webhook.ca_bundle_file).expanduser().read_text(encoding="utf-8")
         self.webhook = register(ctl.render_controller_webhook(spec, ca_pem), child(self, ready))
-        self.register_outputs({"namespace": spec.namespace, "image": spec.image})
+        self.register_outputs({"namespace": spec.namespace, "image": spec.image, "sdkNamespace": spec.sdk_namespace})
+
+    def _register_sdk_public_info(self, spec, controller_namespace: pulumi.Resource) -> None:
+        objects = ctl.render_sdk_public_info(spec)
+        if objects[0]["kind"] == "Namespace":
+            sdk_namespace = register(objects.pop(0), child(self))
+        else:
+            sdk_namespace = controller_namespace
+        for obj in objects:
+            register(obj, child(self, [sdk_namespace]))
 
 
 def upstream_inputs(config: StackConfig) -> dict:

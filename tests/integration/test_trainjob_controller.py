@@ -289,3 +289,43 @@ def test_torchtune_trainjob_gets_the_rewritten_tune_command(cluster):
     assert ('spec.trainer.args[0]: Invalid value: "output_dir=/tmp": must not set immutable config "output_dir" '
             "in trainer args; it is managed by the runtime") in str(denied.value)
 
+
+
+def _coscheduling_podgroup_crd() -> dict:
+    """A minimal stand-in schema for scheduler-plugins' PodGroup kind (test fixture only: the local cluster
+    runs Volcano, and only the object's identity matters here)."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+            "spec": {"group": "scheduling.x-k8s.io", "scope": "Namespaced",
+                     "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup", "listKind": "PodGroupList"},
+                     "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_running_trainjob_leaves_its_coscheduling_podgroup_alone(cluster):
+    """Like the Volcano PodGroup, a coscheduling PodGroup is only (re)applied while the TrainJob is suspended."""
+    cluster.apply(_coscheduling_podgroup_crd())
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io")
+    ns = cluster.namespace("cosched")
+    rt = torch_runtime(f"cosched-{uuid.uuid4().hex[:6]}")
+    rt["kind"], rt["metadata"]["namespace"] = "TrainingRuntime", ns
+    rt["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
+    create(cluster, rt)
+    tj = trainjob("gang", ns, rt["metadata"]["name"], nodes=2, suspend=True)
+    tj["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    create(cluster, tj)
+
+    def cosched_pg():
+        return get(cluster, "podgroups", "gang", ns, "scheduling.x-k8s.io", "v1alpha1")
+
+    pg = cluster.wait(cosched_pg, what="the coscheduling PodGroup")
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["scheduleTimeoutSeconds"] == 120
+    cluster.kubectl("patch", "trainjob", "gang", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    cluster.wait(lambda: jobset(cluster, "gang", ns)["spec"]["suspend"] is False, what="the JobSet resumed")
+    # someone else (an operator) edits the running gang; later reconciles must not force it back
+    cluster.kubectl("patch", "podgroups.scheduling.x-k8s.io", "gang", "-n", ns, "--type=merge", "-p",
+                    '{"spec":{"scheduleTimeoutSeconds":300}}')
+    cluster.kubectl("label", "trainjob", "gang", "-n", ns, "touched=yes")  # an update event: one more reconcile
+    cluster.kubectl("annotate", "trainjob", "gang", "-n", ns, "touched=again")
+    time.sleep(3)
+    assert cosched_pg()["spec"]["scheduleTimeoutSeconds"] == 300

@@ -99,6 +99,38 @@ def test_tenant_user_runs_a_trainjob_to_completion_in_its_queue(platform, cluste
         assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
 
 
+def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
+    """The pinned Kubeflow SDK, as a tenant user (client certificate, no admin rights), end to end."""
+    from kubeflow.trainer import CustomTrainer, KubernetesBackendConfig, TrainerClient
+
+    from trainyard.cluster.local import user_kubeconfig
+
+    kubeconfig = user_kubeconfig(cluster.name, "alice", (f"{TENANT}-users",))
+    with caplog.at_level("WARNING"):
+        client = TrainerClient(KubernetesBackendConfig(namespace=TENANT, config_file=str(kubeconfig)))
+    assert "version info is not available" not in caplog.text, "kubeflow-trainer-public must be readable"
+
+    runtimes = {r.name: r for r in client.list_runtimes()}
+    assert {"torch-distributed-volcano", "torchtune-llama3.2-1b"} <= set(runtimes)
+    assert runtimes["torch-distributed-volcano"].trainer.framework == "torch"
+
+    def train():
+        print("training")
+
+    name = client.train(runtime=runtimes["torch-distributed-volcano"],
+                        trainer=CustomTrainer(func=train, num_nodes=2, resources_per_node={"gpu": 8}))
+    job = client.wait_for_job_status(name, status={"Complete"}, timeout=180, polling_interval=1)
+    assert job.status == "Complete" and job.num_nodes == 2
+    assert sorted(step.name for step in job.steps) == ["node-0", "node-1"]
+    tj = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name)
+    pg = _get(cluster, "scheduling.volcano.sh", "v1beta1", TENANT, "podgroups", name)
+    assert pg["spec"]["queue"] == TENANT and pg["spec"]["minMember"] == 2
+    assert tj["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] in (8, "8")
+    client.delete_job(name)
+    cluster.wait(lambda: _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name) is None,
+                 what="the TrainJob deleted")
+
+
 def test_tenant_user_is_confined_to_its_namespace_and_queue(platform, cluster):
     user, group = "alice", f"{TENANT}-users"
     other_ns = kubectl_as(cluster, user, group, "create", "-f", "-",

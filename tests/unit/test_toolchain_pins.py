@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.toolchain.versions import all_tools, python_pins
+from trainyard.toolchain.versions import all_tools, python_pins, sdk_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +48,12 @@ def test_python_packages_pinned_like_the_binaries():
     tools = {t.name: t.version.lstrip("v") for t in all_tools()}
     assert python_pins()["pulumi"] == tools["pulumi"]
     assert python_pins()["pulumi-kubernetes"] == tools["pulumi-kubernetes"]
+
+
+def test_sdk_tested_is_the_pinned_one():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tests = pyproject["project"]["optional-dependencies"]["test"]
+    assert [f"{name}=={version}" for name, version in sdk_pins().items()] == [d for d in tests if d.startswith("kubeflow")]
 
 
 def test_cache_is_outside_the_repo_and_keyed_by_tool_and_version():

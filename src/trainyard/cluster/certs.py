@@ -1,4 +1,5 @@
-"""A throw-away CA and a serving certificate for 127.0.0.1, for local webhook servers."""
+"""Local-cluster certificates: a throw-away CA and serving pair for local webhook servers, and client
+certificates that make a tenant user (CN = user, O = groups) for trying RBAC and the SDK locally."""
 
 from __future__ import annotations
 
@@ -61,3 +62,23 @@ def write_serving_pair(directory: Path, common_name: str = "trainyard-local") ->
 
 def ca_bundle(ca_pem: bytes) -> str:
     return base64.b64encode(ca_pem).decode()
+
+
+def sign_client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, groups: tuple[str, ...],
+                            days: int = 30) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for `user` in `groups`: the API server maps CN to the user name and
+    each O to a group when the certificate is signed by its client CA."""
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    subject = x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups),
+                         x509.NameAttribute(NameOID.COMMON_NAME, user)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = _key()
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)

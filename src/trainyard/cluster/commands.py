@@ -68,11 +68,21 @@ def status(name: str = NAME, as_json: bool = typer.Option(False, "--json")) -> N
 
 
 @cluster_app.command("kubeconfig")
-def kubeconfig(name: str = NAME) -> None:
-    """Print the path of the cluster's own kubeconfig (never ~/.kube/config)."""
+def kubeconfig(
+    name: str = NAME,
+    user: str = typer.Option(None, "--user", help="print a kubeconfig acting as this user instead of the admin"),
+    group: list[str] = typer.Option([], "--group", help="a group of --user (repeatable), e.g. team-a-users"),
+) -> None:
+    """Print the path of the cluster's own kubeconfig (never ~/.kube/config), or with --user of one acting
+    as that user (client certificate from the cluster CA) to try a tenant's rights or the Kubeflow SDK."""
     state = local.read_state(name)
     if not state:
         _fail(f"cluster {name!r} does not exist; start it with `trainyard cluster up --name {name}`")
+    if group and not user:
+        _fail("--group needs --user (the user the groups belong to)")
+    if user:
+        typer.echo(str(local.user_kubeconfig(name, user, tuple(group))))
+        return
     typer.echo(state["kubeconfig"])
 
 

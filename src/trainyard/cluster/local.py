@@ -108,6 +108,38 @@ def is_running(name: str) -> bool:
     return port_in_use(state["ports"]["apiserver"])
 
 
+def kubeconfig_document(cluster: str, server: str, ca_file: Path, cert_file: Path, key_file: Path, user: str) -> dict:
+    context = f"{user}@{cluster}"
+    return {"apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+            "users": [{"name": user, "user": {"client-certificate": str(cert_file), "client-key": str(key_file)}}],
+            "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}]}
+
+
+def user_kubeconfig(name: str, user: str, groups: tuple[str, ...]) -> Path:
+    """A kubeconfig acting as `user` in `groups` (client certificate signed by the cluster's CA), to try a
+    tenant's RBAC or the Kubeflow SDK as a data scientist would. Written under the cluster's users/."""
+    state = read_state(name)
+    if not state:
+        raise ClusterError(f"cluster {name!r} does not exist; start it with `trainyard cluster up --name {name}`")
+    paths = ClusterPaths.for_name(name)
+    admin = yaml.safe_load(paths.kubeconfig.read_text())
+    (cluster_entry,) = admin["clusters"]
+    ca_file = Path(cluster_entry["cluster"]["certificate-authority"])
+    ca_key = ca_file.with_name("ca.key")
+    cert_pem, key_pem = certs.sign_client_certificate(ca_file.read_bytes(), ca_key.read_bytes(), user, groups)
+    directory = paths.root / "users" / user
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_file, key_file, kubeconfig = directory / "client.crt", directory / "client.key", directory / "kubeconfig.yaml"
+    cert_file.write_bytes(cert_pem)
+    key_file.write_bytes(key_pem)
+    key_file.chmod(0o600)
+    document = kubeconfig_document(cluster_entry["name"], cluster_entry["cluster"]["server"], ca_file, cert_file,
+                                   key_file, user)
+    kubeconfig.write_text(yaml.safe_dump(document, sort_keys=False))
+    return kubeconfig
+
+
 def kubectl(name: str, *args: str, input_text: str | None = None) -> str:
     """Run the pinned kubectl against a local cluster."""
     paths = ClusterPaths.for_name(name)

@@ -23,10 +23,10 @@ def run(catalog_dir: Path, *args: str):
 def test_list_as_table_and_json(catalog_dir):
     table = run(catalog_dir, "list")
     assert table.exit_code == 0, table.output
-    assert "1.1.0" in table.output and "deprecated" in table.output and "torch-distributed-topology" in table.output
+    assert "1.2.0" in table.output and "deprecated" in table.output and "torch-distributed-topology" in table.output
     rows = json.loads(run(catalog_dir, "list", "--json").stdout)
-    assert [(r["version"], r["status"], r["locked"]) for r in rows] == [("1.1.0", "current", True), ("1.0.0", "deprecated", True)]
-    assert "torch-distributed-topology" in rows[0]["runtimes"] and "torch-distributed-topology" not in rows[1]["runtimes"]
+    assert [(r["version"], r["status"], r["locked"]) for r in rows] == [("1.2.0", "current", True), ("1.1.0", "supported", True), ("1.0.0", "deprecated", True)]
+    assert "torch-distributed-topology" in rows[1]["runtimes"] and "torch-distributed-topology" not in rows[2]["runtimes"]
 
 
 def test_catalog_dir_from_environment(catalog_dir, monkeypatch):
@@ -82,20 +82,20 @@ def test_diff_between_releases(catalog_dir):
 def test_lint_passes_on_the_shipped_catalog_and_fails_on_an_edited_release(catalog_dir):
     ok = run(catalog_dir, "lint")
     assert ok.exit_code == 0, ok.output
-    assert "25 runtimes in 2 releases ok" in ok.stdout and "team-b pins deprecated release 1.0.0" in ok.stderr
+    assert "39 runtimes in 3 releases ok" in ok.stdout and "team-b pins deprecated release 1.0.0" in ok.stderr
     template = catalog_dir / "releases/1.0.0/jax-distributed.yaml.j2"
     template.write_text(template.read_text().replace("numNodes: 1", "numNodes: 2"))
     bad = run(catalog_dir, "lint")
     assert bad.exit_code == 1
     assert "releases/1.0.0/jax-distributed.yaml.j2: file of a released version was edited" in bad.stderr
-    assert "trainyard catalog new <next> --from 1.1.0" in bad.stderr
+    assert "trainyard catalog new <next> --from 1.2.0" in bad.stderr
 
 
 def test_lint_and_release_fail_loudly_without_the_controller(catalog_dir, monkeypatch):
-    assert run(catalog_dir, "new", "1.2.0", "--from", "1.1.0").exit_code == 0
+    assert run(catalog_dir, "new", "1.3.0", "--from", "1.2.0").exit_code == 0
     monkeypatch.setitem(sys.modules, "trainyard.controller.admission", None)  # makes the import raise ImportError
     before = snapshot(catalog_dir)
-    for args in (["lint"], ["release", "1.2.0", "--changelog", "x"]):
+    for args in (["lint"], ["release", "1.3.0", "--changelog", "x"]):
         result = run(catalog_dir, *args)
         assert result.exit_code == 1, result.output
         assert "catalog lint needs trainyard.controller" in result.stderr and "fix:" in result.stderr
@@ -104,26 +104,26 @@ def test_lint_and_release_fail_loudly_without_the_controller(catalog_dir, monkey
 
 
 def test_new_then_release_moves_current(catalog_dir):
-    started = run(catalog_dir, "new", "1.2.0", "--from", "1.1.0")
+    started = run(catalog_dir, "new", "1.3.0", "--from", "1.2.0")
     assert started.exit_code == 0, started.output
-    assert (catalog_dir / "releases/1.2.0/torch-distributed.yaml.j2").is_file()
-    values = catalog_dir / "releases/1.2.0/values.yaml"
+    assert (catalog_dir / "releases/1.3.0/torch-distributed.yaml.j2").is_file()
+    values = catalog_dir / "releases/1.3.0/values.yaml"
     values.write_text(values.read_text().replace("jax:25.10-py3", "jax:26.01-py3"))
     drafts = {r["version"]: r["status"] for r in json.loads(run(catalog_dir, "list", "--json").stdout)}
-    assert drafts["1.2.0"] == "draft"
-    released = run(catalog_dir, "release", "1.2.0", "--changelog", "JAX 26.01.")
+    assert drafts["1.3.0"] == "draft"
+    released = run(catalog_dir, "release", "1.3.0", "--changelog", "JAX 26.01.")
     assert released.exit_code == 0, released.output
     statuses = {r["version"]: r["status"] for r in json.loads(run(catalog_dir, "list", "--json").stdout)}
-    assert statuses == {"1.2.0": "current", "1.1.0": "supported", "1.0.0": "deprecated"}
+    assert statuses == {"1.3.0": "current", "1.2.0": "supported", "1.1.0": "supported", "1.0.0": "deprecated"}
     lock = json.loads((catalog_dir / "catalog.lock.json").read_text())
-    assert set(lock["releases"]) == {"1.0.0", "1.1.0", "1.2.0"}
-    diff = run(catalog_dir, "diff", "1.1.0", "1.2.0").stdout
+    assert set(lock["releases"]) == {"1.0.0", "1.1.0", "1.2.0", "1.3.0"}
+    diff = run(catalog_dir, "diff", "1.2.0", "1.3.0").stdout
     assert "  ~ jax-distributed (changed)" in diff and diff.count("(changed)") == 1
     assert run(catalog_dir, "lint").exit_code == 0
 
 
 def _edit_draft_template(root: Path) -> None:
-    path = root / "releases/1.2.0/jax-distributed.yaml.j2"
+    path = root / "releases/1.3.0/jax-distributed.yaml.j2"
     path.write_text(path.read_text().replace("images.jax", "images.jaxx"))
 
 
@@ -131,20 +131,20 @@ def _edit_draft_template(root: Path) -> None:
     "prepare, args, want",
     [
         (None, ["new", "1.1.0", "--from", "1.0.0"], "release 1.1.0 already exists"),
-        (None, ["new", "1.2.0", "--from", "0.1.0"], "no release 0.1.0"),
-        (None, ["new", "1.0.1", "--from", "1.0.0"], "not newer than 1.1.0"),
+        (None, ["new", "1.3.0", "--from", "0.1.0"], "no release 0.1.0"),
+        (None, ["new", "1.0.1", "--from", "1.0.0"], "not newer than 1.2.0"),
         (None, ["release", "1.0.0"], "released versions are immutable"),
-        ("draft", ["release", "1.2.0", "--changelog", "x"], "releases/1.2.0/jax-distributed.yaml.j2, runtime jax-distributed: unknown placeholder on line "),
-        ("draft-no-changelog", ["release", "1.2.0"], "has no changelog"),
+        ("draft", ["release", "1.3.0", "--changelog", "x"], "releases/1.3.0/jax-distributed.yaml.j2, runtime jax-distributed: unknown placeholder on line "),
+        ("draft-no-changelog", ["release", "1.3.0"], "has no changelog"),
         (None, ["retire", "1.0.0"], "tenant team-b (namespace team-b) in stack local still pins 1.0.0"),
         (None, ["retire", "1.1.0"], "only a deprecated release can be retired"),
-        (None, ["deprecate", "1.1.0"], "is current"),
+        (None, ["deprecate", "1.2.0"], "is current"),
     ],
     ids=["new existing", "new unknown source", "new older", "release released", "release bad draft", "release without changelog", "retire pinned", "retire current", "deprecate current"],
 )
 def test_bad_lifecycle_commands_change_nothing(catalog_dir, prepare, args, want):
     if prepare:
-        assert run(catalog_dir, "new", "1.2.0", "--from", "1.1.0").exit_code == 0
+        assert run(catalog_dir, "new", "1.3.0", "--from", "1.2.0").exit_code == 0
         if prepare == "draft":
             _edit_draft_template(catalog_dir)
     before = snapshot(catalog_dir)
@@ -165,7 +165,7 @@ def test_retire_after_tenants_moved_and_deprecate_a_runtime(catalog_dir):
     assert statuses["1.0.0"] == "retired"
     result = run(catalog_dir, "lint")
     assert result.exit_code == 0, result.output
-    assert "14 runtimes in 1 releases ok" in result.stdout
+    assert "28 runtimes in 2 releases ok" in result.stdout
 
 
 def test_retire_without_stacks_is_refused(catalog_dir, tmp_path):

@@ -44,4 +44,4 @@ def test_bad_tenants_are_reported_with_the_file(tenants, want):
 def test_shipped_local_stack_pins_current_and_deprecated_releases():
     stacks = load_stack_tenants(SHIPPED.parent / "stacks")
     versions = {t.name: t.catalog_version for t in stacks["local"]}
-    assert versions["team-a"] == "1.1.0" and versions["team-b"] == "1.0.0"
+    assert versions["team-a"] == "1.2.0" and versions["team-b"] == "1.0.0"

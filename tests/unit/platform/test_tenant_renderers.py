@@ -123,3 +123,17 @@ def test_policy_pack_tenant_coverage_reports_missing_pieces(tenant):
         "tenant namespace team-a has no ResourceQuota on requests.nvidia.com/gpu",
         "tenant namespace team-a has no RoleBinding", "tenant team-a has no Volcano Queue",
         "tenant team-a has no queue-guard ValidatingAdmissionPolicyBinding"]
+
+
+@pytest.mark.parametrize("sdk_namespace,creates_namespace", [("kubeflow-system", True), ("trainyard-system", False)])
+def test_sdk_public_configmap_is_readable_by_every_authenticated_user(sdk_namespace, creates_namespace):
+    objects = ctl.render_sdk_public_info(ControllerSpec(sdk_namespace=sdk_namespace))
+    assert [o["kind"] == "Namespace" for o in objects].count(True) == int(creates_namespace)
+    configmap = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert configmap["metadata"] == {**configmap["metadata"], "name": "kubeflow-trainer-public", "namespace": sdk_namespace}
+    assert configmap["data"] == {"kubeflow_trainer_version": "v2.3.0"}
+    role = next(o for o in objects if o["kind"] == "Role")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kubeflow-trainer-public"],
+                              "verbs": ["get", "list", "watch"]}]
+    binding = next(o for o in objects if o["kind"] == "RoleBinding")
+    assert binding["subjects"][0]["name"] == "system:authenticated" and binding["roleRef"]["name"] == role["metadata"]["name"]

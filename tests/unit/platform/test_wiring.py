@@ -64,8 +64,10 @@ def test_every_tenant_gets_quota_queue_rbac_and_guard(values, catalog, monkeypat
     assert {"team-a", "team-b"} <= {r.inputs["metadata"]["name"] for r in _of(resources, "core/v1:Namespace")}
     assert {q.inputs["metadata"]["name"] for q in _of(resources, "scheduling.volcano.sh/v1beta1:Queue")} == {"team-a", "team-b"}
     assert _of(resources, "apps/v1:Deployment") == []  # local: controllers run as processes
-    (configmap,) = _of(resources, "core/v1:ConfigMap")
-    assert "volcano-scheduler.conf" in configmap.inputs["data"]
+    configmaps = {c.inputs["metadata"]["name"]: c for c in _of(resources, "core/v1:ConfigMap")}
+    assert set(configmaps) == {"volcano-scheduler-configmap", "kubeflow-trainer-public"}
+    assert "volcano-scheduler.conf" in configmaps["volcano-scheduler-configmap"].inputs["data"]
+    assert configmaps["kubeflow-trainer-public"].inputs["metadata"]["namespace"] == "kubeflow-system"
     runtimes = _of(resources, "trainer.kubeflow.org/v1alpha1:TrainingRuntime")
     assert {r.inputs["metadata"]["namespace"] for r in runtimes} == {"team-a", "team-b"}
 
