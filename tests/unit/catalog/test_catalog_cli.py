@@ -104,9 +104,12 @@ def test_lint_and_release_fail_loudly_without_the_controller(catalog_dir, monkey
 
 
 def test_new_then_release_moves_current(catalog_dir):
+    before = (catalog_dir / "catalog.yaml").read_text()
     started = run(catalog_dir, "new", "1.3.0", "--from", "1.2.0")
     assert started.exit_code == 0, started.output
     assert (catalog_dir / "releases/1.3.0/torch-distributed.yaml.j2").is_file()
+    after = (catalog_dir / "catalog.yaml").read_text()
+    assert before in after.replace("- version: 1.3.0\n  status: draft\n  changelog: 'TODO: say what changed and why'\n", "")
     values = catalog_dir / "releases/1.3.0/values.yaml"
     values.write_text(values.read_text().replace("jax:25.10-py3", "jax:26.01-py3"))
     drafts = {r["version"]: r["status"] for r in json.loads(run(catalog_dir, "list", "--json").stdout)}

@@ -204,3 +204,30 @@ def test_shipped_catalog_passes_the_real_controller_lint():
     assert _depends_on_max_items() >= 2, "torchtune runtimes depend on two initializers"
     findings = lint_catalog(load_catalog(SHIPPED), load_stack_tenants(SHIPPED.parent / "stacks"), CHECKS)
     assert [str(f) for f in errors(findings)] == []
+
+
+def _limits(limits: str) -> str:
+    return GOOD + "                      resources:\n                        limits:\n" + "".join(
+        f"                          {line}\n" for line in limits.splitlines())
+
+
+@pytest.mark.parametrize("limits, describable", [
+    ("memory: 8Gi", False),
+    ("memory: 8Gi\ncpu: 2", True),
+    ("nvidia.com/gpu: 8", True),
+    ("nvidia.com/mig-1g.10gb: 1", True),
+    ("example.com/fpga: 1", False),
+])
+def test_lint_requires_limits_the_kubeflow_sdk_can_describe(limits, describable):
+    findings = _lint(_limits(limits))
+    sdk = [f for f in findings if "Kubeflow SDK" in f.message]
+    assert bool(sdk) is not describable
+    if sdk:
+        assert "TrainerClient.list_runtimes() fails" in sdk[0].message and "cpu (or accelerator) limit" in sdk[0].fix
+
+
+def test_sdk_finding_is_only_a_warning_in_a_frozen_release():
+    catalog = make_catalog(Release("1.1.0", "current", "x"), frozen=True)
+    catalog = replace(catalog, sources={"1.1.0": make_sources("1.1.0", {"torch-distributed": _limits("memory: 8Gi")})})
+    findings = [f for f in lint_release(catalog, "1.1.0", CHECKS) if "Kubeflow SDK" in f.message]
+    assert [f.severity for f in findings] == ["warning"]
