@@ -6,9 +6,11 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import warnings
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
@@ -68,7 +70,9 @@ def sign_client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, gr
                             days: int = 30) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) for `user` in `groups`: the API server maps CN to the user name and
     each O to a group when the certificate is signed by its client CA."""
-    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    with warnings.catch_warnings():  # kwokctl's CA has a non-positive serial; the API server accepts it
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     subject = x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups),
                          x509.NameAttribute(NameOID.COMMON_NAME, user)])
