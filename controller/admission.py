@@ -341,12 +341,13 @@ def _torchtune_errors(trainjob: dict, runtime: dict, torch_policy: dict) -> list
     trainer = trainjob["spec"]["trainer"]
     requested = trainer.get("numProcPerNode", torch_policy.get("numProcPerNode", "auto"))
     resources = trainer.get("resourcesPerNode")
-    if not resources:
-        try:
+    try:
+        if not resources:
             resources = runtime_node_resources(new_runtime_info(trainjob, runtime))
-        except ControllerError:
-            resources = None  # the trial build reports what is wrong with the runtime
-    return torchtune.validation_errors(trainjob, torchtune.int_or_string(requested), gpu_count(resources))
+        gpus = gpu_count(resources if isinstance(resources, dict) else None)
+    except ControllerError:
+        gpus = 0  # the schema check and the trial build report what is malformed
+    return torchtune.validation_errors(trainjob, torchtune.int_or_string(requested), gpus)
 
 
 def _update_errors(trainjob: dict, old: dict | None, cluster_objects: list[dict]) -> list[FieldError]:

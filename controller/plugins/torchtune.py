@@ -139,6 +139,8 @@ def validation_errors(trainjob: dict, nproc: int | str, gpus: int) -> list[Field
     runtime_name = spec["runtimeRef"]["name"]
     model = model_from_runtime_name(runtime_name)
     num_nodes = trainer.get("numNodes", 1)
+    if not isinstance(num_nodes, int) or isinstance(num_nodes, bool):
+        num_nodes = 1  # the schema check reports the bad value
     errors: list[FieldError] = []
 
     def invalid(path: str, value, message: str) -> None:

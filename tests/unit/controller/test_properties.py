@@ -23,7 +23,11 @@ resources = st.fixed_dictionaries({}, optional={
 trainer = st.fixed_dictionaries({}, optional={
     "numNodes": st.integers(0, 5), "numProcPerNode": st.one_of(st.integers(1, 4), st.sampled_from(["auto", "cpu", "gpu"])),
     "image": st.text(max_size=5), "env": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["A", "B", "PET_NNODES"]), "value": st.text(max_size=3)}), max_size=3),
-    "resourcesPerNode": resources})
+    "resourcesPerNode": resources,
+    # torchtune mode: exactly [tune, run] switches it on; its args pick LoRA/QLoRA and may hit runtime-owned keys
+    "command": st.sampled_from([["tune", "run"], ["torchrun", "train.py"]]),
+    "args": st.lists(st.sampled_from(["model.lora_attn_modules=[q]", "model.quantize_base=True", "model.use_dora=True",
+                                      "output_dir=/o", "epochs=1", "=", "tokenizer.path"]), max_size=3)})
 ml = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "numNodes": st.integers(0, 4),
     "torch": st.fixed_dictionaries({}, optional={"numProcPerNode": st.sampled_from(["auto", "cpu", "gpu", 2]),
@@ -56,10 +60,11 @@ def check_everything(tj, rt):
 
 
 @SETTINGS
-@given(trainer=st.one_of(st.none(), trainer), ml=ml, pod_group=pod_group, jobs=jobs, suspend=st.booleans())
-def test_structured_inputs_never_crash(trainer, ml, pod_group, jobs, suspend):
-    tj = trainjob(suspend=suspend, **({} if trainer is None else {"trainer": trainer}))
-    check_everything(tj, runtime(jobs=jobs, ml=ml, pod_group=pod_group))
+@given(trainer=st.one_of(st.none(), trainer), ml=ml, pod_group=pod_group, jobs=jobs, suspend=st.booleans(),
+       rt_name=st.sampled_from(["rt", "torchtune-llama3.2-1b", "torchtune-qwen2.5-1.5b", "torchtune-llama3.3-70b"]))
+def test_structured_inputs_never_crash(trainer, ml, pod_group, jobs, suspend, rt_name):
+    tj = trainjob(runtime_name=rt_name, suspend=suspend, **({} if trainer is None else {"trainer": trainer}))
+    check_everything(tj, runtime(jobs=jobs, ml=ml, pod_group=pod_group, name=rt_name))
 
 
 @SETTINGS
