@@ -37,6 +37,7 @@ status: dev
 	$(TRAINYARD) cluster status
 
 unit: dev
+	$(TRAINYARD) tools build kubeflow-trainer
 	$(BIN)/pytest -q tests/unit
 
 test: tools

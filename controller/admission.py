@@ -20,7 +20,7 @@ from . import constants as C
 from . import k8s
 from .errors import ControllerError, InputError
 from .info import new_runtime_info
-from .plugins import torchtune
+from .plugins import flux, torchtune
 from .plugins.common import runtime_node_resources
 from .resources import gpu_count
 from .inputs import load_runtime, load_trainjob, normalize, runtime_schema, trainjob_schema
@@ -328,6 +328,7 @@ def _ml_policy_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
         nproc = trainer.get("numProcPerNode")
         if isinstance(nproc, str) and not nproc.isdigit():
             errors.append(_invalid("spec.trainer.numProcPerNode", nproc, "must be an integer for MPI runtimes"))
+    errors += flux.validation_errors(trainjob, runtime)
     if "xgboost" in ml:
         for i, env in enumerate(trainer.get("env") or []):
             if env.get("name") in C.XGBOOST_RESERVED_ENVS:

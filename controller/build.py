@@ -15,7 +15,7 @@ from . import k8s
 from .errors import BuildError, ControllerError
 from .info import new_runtime_info
 from .inputs import load_trainjob
-from .plugins import jobset, mpi, podgroup, simple, torch
+from .plugins import flux, jobset, mpi, podgroup, simple, torch
 from .snapshot import resolve_runtime
 from .status import is_finished
 
@@ -47,12 +47,12 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
 def _build(trainjob, runtime_obj, snapshot, existing, key_generator) -> list[dict]:
     info = new_runtime_info(trainjob, runtime_obj, existing, key_generator)
     # EnforceMLPolicy
-    simple.refuse_flux(info)
     torch.enforce(info)
     mpi.enforce(info)
     simple.enforce_plainml(info)
     simple.enforce_jax(info)
     simple.enforce_xgboost(info)
+    flux.enforce(info)
     # EnforcePodGroupPolicy
     podgroup.enforce(info)
     # PreBuildSync
@@ -60,6 +60,7 @@ def _build(trainjob, runtime_obj, snapshot, existing, key_generator) -> list[dic
     jobset.sync_parallelism(info)
     # Component builders
     mpi.build(info, endpoints, key_generator)
+    flux.build(info)
     podgroup.build(info)
     objects = [snapshot] if snapshot else []
     objects += info.secrets + info.config_maps + info.pod_groups

@@ -7,7 +7,7 @@ import base64
 
 from trainyard.controller.webhook_server import webhook_configuration
 from trainyard.platform.stack_config import ControllerSpec
-from trainyard.toolchain.versions import upstream_pins
+from trainyard.toolchain.versions import tool
 
 NAME = "trainyard-controller"
 PART_OF = {"app.kubernetes.io/part-of": "trainyard", "app.kubernetes.io/name": NAME}
@@ -80,7 +80,7 @@ def render_sdk_public_info(spec: ControllerSpec) -> list[dict]:
             "name": namespace, "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"}}})
     objects += [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(SDK_PUBLIC_CONFIGMAP, namespace),
-         "data": {SDK_VERSION_KEY: upstream_pins()["kubeflow-trainer"]}},
+         "data": {SDK_VERSION_KEY: tool("kubeflow-trainer").version}},
         {"apiVersion": rbac, "kind": "Role", "metadata": _meta(SDK_PUBLIC_CONFIGMAP, namespace),
          "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SDK_PUBLIC_CONFIGMAP],
                     "verbs": READ}]},

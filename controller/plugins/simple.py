@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .. import constants as C
 from .. import k8s
-from ..errors import BuildError
 from ..info import RuntimeInfo
 from ..resources import gpu_count
 from .common import master_host, resources_per_node, set_trainer_count_from_num_nodes, trainer_count, upsert_trainer_env
@@ -55,9 +54,3 @@ def enforce_xgboost(info: RuntimeInfo) -> None:
         k8s.env_value("DMLC_NUM_WORKER", str(workers)),
     ])
     k8s.upsert_port(container, C.CONTAINER_TRAINER_PORT)
-
-
-def refuse_flux(info: RuntimeInfo) -> None:
-    if "flux" in (info.ml_policy or {}):
-        raise BuildError("the Flux ML policy is not supported by trainyard's controller; use mpi or torch",
-                         "spec.mlPolicy.flux")

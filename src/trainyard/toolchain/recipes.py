@@ -159,12 +159,23 @@ def copy_from_module(tool: Tool, module_path: str, relative: str, dest: Path, mo
     return PyStep(f"copy {module_path}/{relative} -> {dest}", action)
 
 
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+FLUX_TEMPLATES = "pkg/runtime/framework/plugins/flux/templates"
+
+
+def kubeflow_trainer(tool: Tool) -> list[Step]:
+    """The Flux policy's templates (`flux/<file>` in the tool's bin dir) from the pinned trainer module."""
+    return [copy_from_module(tool, TRAINER_MODULE, f"{FLUX_TEMPLATES}/{name.removeprefix('flux/')}",
+                             tool.bin_dir / name, mode=0o644) for name in tool.binaries]
+
+
 RECIPES: dict[str, Callable[[Tool], list[Step]]] = {
     "kubernetes": kubernetes,
     "etcd": etcd,
     "kwok": kwok,
     "jobset": jobset,
     "volcano": volcano,
+    "kubeflow-trainer": kubeflow_trainer,
 }
 
 

@@ -82,11 +82,6 @@ def python_pins() -> dict[str, str]:
     return dict(_pins()["python"])
 
 
-def upstream_pins() -> dict[str, str]:
-    """Upstream releases trainyard reproduces without building them (e.g. kubeflow-trainer)."""
-    return dict(_pins()["upstream"])
-
-
 def sdk_pins() -> dict[str, str]:
     """The Kubeflow Python SDK release the platform is tested against."""
     return dict(_pins()["sdk"])

@@ -81,7 +81,8 @@ def test_checks_are_the_real_controller():
         (GOOD.replace("replicatedJobs:\n        - name: node\n", "replicatedJobs:\n        - name: node\n          replicas: 2\n"), None, "admission: spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1", "webhook"),
         (GOOD.replace(NODE, "                    - name: trainer\n"), None, "admission: spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Invalid value: [...]: must contain the required container for the ancestor: trainer", "webhook"),
         (_with_initializer("init"), None, "admission: spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Invalid value: [...]: must contain the required container for the ancestor: dataset-initializer", "webhook"),
-        (GOOD.replace("    torch: {}", "    flux: {}"), None, "sample TrainJob failed to build: BuildError: spec.mlPolicy.flux: the Flux ML policy is not supported", "JobSet"),
+        (GOOD.replace("    numNodes: 1\n", "").replace("    torch: {}", "    torch:\n      elasticPolicy:\n        minNodes: 1\n        metrics:\n          - type: Resource"), None,
+         "sample TrainJob failed to build: BuildError: mlPolicy.torch.elasticPolicy.metrics: autoscaling on metrics is not supported", "JobSet"),
     ],
     ids=[
         "no framework label",

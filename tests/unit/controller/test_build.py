@@ -374,11 +374,6 @@ def test_xgboost_env_counts_gpus():
                             ("DMLC_TASK_ID", NODE_RANK), ("DMLC_NUM_WORKER", "8")]
 
 
-def test_flux_is_refused():
-    with pytest.raises(BuildError, match="Flux"):
-        build(trainjob(), runtime(ml={"flux": {}}))
-
-
 # ---- PodGroups ---------------------------------------------------------------------------------------
 
 def gang_runtime(policy, **kw):

@@ -34,7 +34,8 @@ ml = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
                                                  "elasticPolicy": st.fixed_dictionaries({}, optional={"minNodes": st.integers(1, 3), "maxNodes": st.integers(1, 4), "maxRestarts": st.integers(0, 3)})}),
     "mpi": st.fixed_dictionaries({}, optional={"numProcPerNode": st.integers(1, 4), "runLauncherAsNode": st.booleans(),
                                                "mpiImplementation": st.sampled_from(["OpenMPI", "Intel", "MPICH", ""])}),
-    "jax": st.just({}), "xgboost": st.just({})}))
+    "jax": st.just({}), "xgboost": st.just({}),
+    "flux": st.fixed_dictionaries({}, optional={"numProcPerNode": st.integers(1, 3)})}))
 pod_group = st.one_of(st.none(), st.sampled_from([{"coscheduling": {}}, {"volcano": {}}, {"volcano": {"networkTopology": {}}}]))
 names = st.sampled_from(["node", "launcher", "dataset-initializer", "aux"])
 ancestors = st.sampled_from([None, "trainer", "dataset-initializer", "model-initializer"])
