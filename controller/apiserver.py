@@ -133,6 +133,19 @@ class ApiServer:
         resource = resource_for(obj)
         return self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
 
+    def token_review(self, token: str, audience: str) -> dict:
+        """The API server's verdict on a bearer token for one audience (TokenReview status)."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                  "spec": {"token": token, "audiences": [audience]}}
+        return self._call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=review).get("status") or {}
+
+    def apply_status(self, obj: dict, field_manager: str) -> dict:
+        """Server-side apply to the status subresource under its own field manager."""
+        resource, meta = resource_for(obj), obj["metadata"]
+        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"], "status"), body=obj,
+                          query={"fieldManager": field_manager, "force": "true"},
+                          content_type="application/apply-patch+yaml")
+
     def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:
         return self._call("PATCH", resource.path(namespace, name, "status"), body={"status": status},
                           content_type="application/merge-patch+json")

@@ -15,7 +15,8 @@ from . import k8s
 from .errors import BuildError, ControllerError
 from .info import new_runtime_info
 from .inputs import load_trainjob
-from .plugins import flux, jobset, mpi, podgroup, simple, torch
+from .plugins import flux, jobset, mpi, podgroup, simple, torch, trainjobstatus
+from .plugins.trainjobstatus import StatusServerConfig
 from .snapshot import resolve_runtime
 from .status import is_finished
 
@@ -23,11 +24,13 @@ KeyGenerator = Callable[[], tuple[bytes, bytes]]
 
 
 def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict] = (),
-                  key_generator: KeyGenerator | None = None) -> list[dict]:
+                  key_generator: KeyGenerator | None = None,
+                  status_server: StatusServerConfig | None = None) -> list[dict]:
     """Objects to apply for `trainjob` built from `runtime` (or from its snapshot among `existing`).
 
     `existing`: objects already in the cluster (snapshot ConfigMap, MPI Secret, PodGroup, JobSet).
     `key_generator`: returns (private PEM, authorized_keys line) for the MPI Secret; tests inject one.
+    `status_server`: set when the TrainJobStatus feature gate is on (pods then report progress to it).
     Raises `BuildError` (or its subclasses) with the field and reason when the inputs cannot be built.
     """
     existing = [o for o in existing if isinstance(o, dict)]
@@ -36,7 +39,7 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
         return []
     runtime_obj, snapshot = resolve_runtime(trainjob, runtime, existing)
     try:
-        return _build(trainjob, runtime_obj, snapshot, existing, key_generator)
+        return _build(trainjob, runtime_obj, snapshot, existing, key_generator, status_server)
     except ControllerError:
         raise
     except (TypeError, AttributeError, KeyError, ValueError, IndexError) as err:
@@ -44,7 +47,7 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
                          "check spec.template.spec.replicatedJobs against the JobSet API") from err
 
 
-def _build(trainjob, runtime_obj, snapshot, existing, key_generator) -> list[dict]:
+def _build(trainjob, runtime_obj, snapshot, existing, key_generator, status_server) -> list[dict]:
     info = new_runtime_info(trainjob, runtime_obj, existing, key_generator)
     # EnforceMLPolicy
     torch.enforce(info)
@@ -53,6 +56,7 @@ def _build(trainjob, runtime_obj, snapshot, existing, key_generator) -> list[dic
     simple.enforce_jax(info)
     simple.enforce_xgboost(info)
     flux.enforce(info)
+    trainjobstatus.enforce(info, status_server)
     # EnforcePodGroupPolicy
     podgroup.enforce(info)
     # PreBuildSync
@@ -61,6 +65,7 @@ def _build(trainjob, runtime_obj, snapshot, existing, key_generator) -> list[dic
     # Component builders
     mpi.build(info, endpoints, key_generator)
     flux.build(info)
+    trainjobstatus.build(info, status_server)
     podgroup.build(info)
     objects = [snapshot] if snapshot else []
     objects += info.secrets + info.config_maps + info.pod_groups

@@ -19,6 +19,7 @@ from .admission import validate_runtime, validate_trainjob
 from .build import build_objects
 from .errors import ControllerError, InputError
 from .inputs import load_runtime, load_trainjob
+from .plugins.trainjobstatus import StatusServerConfig
 from .status import build_status
 
 EXIT_INVALID = 1
@@ -75,15 +76,32 @@ def _dump(objects: list[dict]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
 
 
+def _status_server(url: Optional[str], ca_file: Optional[Path]) -> Optional[StatusServerConfig]:
+    if url is None and ca_file is None:
+        return None
+    if not (url and ca_file):
+        raise _BadInput("--status-server-url and --status-server-ca go together")
+    if not url.startswith("https://"):
+        raise _BadInput(f"--status-server-url {url!r}: the status server is HTTPS; use https://host:port")
+    try:
+        return StatusServerConfig(base_url=url, ca_pem=ca_file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise _BadInput(f"--status-server-ca {ca_file}: {err.strerror}") from None
+
+
 def render(
     trainjob_file: Path = typer.Argument(..., metavar="TRAINJOB.yaml", help="The TrainJob manifest."),
     runtime: Path = typer.Option(..., "--runtime", help="The (Cluster)TrainingRuntime it references."),
     cluster: Optional[List[Path]] = typer.Option(None, "--cluster", help="Objects already in the cluster (repeatable)."),
     status: bool = typer.Option(False, "--status", help="Print the TrainJob with the .status one reconcile writes."),
     now: Optional[str] = typer.Option(None, "--now", help="Current time for --status (RFC 3339; default: now)."),
+    status_server_url: Optional[str] = typer.Option(
+        None, "--status-server-url", help="Render as with the TrainJobStatus gate on: pods report to https://host:port."),
+    status_server_ca: Optional[Path] = typer.Option(None, "--status-server-ca", help="CA file for --status-server-url."),
 ) -> None:
     """Print, as a YAML stream, every object one reconcile would apply (no admission checks)."""
     try:
+        status_server = _status_server(status_server_url, status_server_ca)
         trainjob = _one(trainjob_file, (C.TRAINJOB_KIND,))
         runtime_obj = _one(runtime, C.RUNTIME_KINDS)
         existing = _cluster(cluster)
@@ -92,7 +110,7 @@ def render(
             stamp = now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             typer.echo(_dump([{**trainjob, "status": build_status(trainjob, jobset, stamp)}]), nl=False)
             return
-        typer.echo(_dump(build_objects(trainjob, runtime_obj, existing)), nl=False)
+        typer.echo(_dump(build_objects(trainjob, runtime_obj, existing, status_server=status_server)), nl=False)
     except _BadInput as err:
         _fail(str(err))
     except ControllerError as err:

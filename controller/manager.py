@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from .apiserver import RESOURCES, ApiServer, Resource
 from .errors import ControllerError
 from .leader import LeaderElector
+from .plugins.trainjobstatus import StatusServerConfig
 from .reconciler import owner_trainjob, reconcile
 from .workqueue import WorkQueue
 
@@ -37,6 +38,7 @@ class Settings:
     metrics_address: str = "127.0.0.1:8080"
     health_address: str = "127.0.0.1:8081"
     resync_seconds: int = 300
+    status_server: StatusServerConfig | None = None  # feature gate TrainJobStatus
 
 
 class Metrics:
@@ -118,7 +120,7 @@ class Manager:
         namespace, name = key
         started = time.monotonic()
         try:
-            outcome = reconcile(self.api, namespace, name)
+            outcome = reconcile(self.api, namespace, name, self.settings.status_server)
         except ControllerError as exc:
             self.metrics.reconciles.labels("error").inc()
             log.warning(json.dumps({"msg": "reconcile failed", "trainjob": f"{namespace}/{name}", "error": str(exc)}))

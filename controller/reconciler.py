@@ -16,6 +16,7 @@ from . import constants as C
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer
 from .build import build_objects, is_managed_by_us
 from .errors import ControllerError
+from .plugins.trainjobstatus import StatusServerConfig
 from .snapshot import snapshot_name
 from .status import build_status, deadline_exceeded, requeue_after_seconds
 
@@ -82,8 +83,9 @@ def _key(obj: dict) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def reconcile(api: ApiServer, namespace: str, name: str) -> Outcome | None:
-    """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying."""
+def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None) -> Outcome | None:
+    """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
+    `status_server`: set when the TrainJobStatus feature gate is on."""
     trainjob = api.get(RESOURCES["TrainJob"], name, namespace)
     if trainjob is None or not is_managed_by_us(trainjob):
         return None
@@ -94,7 +96,7 @@ def reconcile(api: ApiServer, namespace: str, name: str) -> Outcome | None:
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
     applied: list[str] = []
     try:
-        objects = build_objects(trainjob, runtime, existing)
+        objects = build_objects(trainjob, runtime, existing, status_server=status_server)
     except ControllerError as exc:
         message = f"TrainJob resources reconciliation failed: {str(exc)[:MAX_EVENT_MESSAGE]}"
         api.event(trainjob, "TrainJobResourcesCreationFailed", message)
@@ -107,11 +109,18 @@ def reconcile(api: ApiServer, namespace: str, name: str) -> Outcome | None:
     status = build_status(trainjob, jobset, now)
     if deadline_exceeded(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
-    changed = status != (trainjob.get("status") or {})
+    # status.trainerStatus belongs to the status server (its own field manager): never written back here,
+    # so a report arriving between our read and our patch is not lost.
+    ours = _without_trainer_status(status)
+    changed = ours != _without_trainer_status(trainjob.get("status") or {})
     if changed:
-        api.patch_status(RESOURCES["TrainJob"], name, namespace, status)
+        api.patch_status(RESOURCES["TrainJob"], name, namespace, ours)
     requeue = requeue_after_seconds({**trainjob, "status": status}, now)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
+
+
+def _without_trainer_status(status: dict) -> dict:
+    return {k: v for k, v in status.items() if k != "trainerStatus"}
 
 
 def owner_trainjob(obj: dict) -> tuple[str, str] | None:

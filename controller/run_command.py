@@ -6,9 +6,12 @@ import json
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
+
+from .feature_gates import TRAINJOB_STATUS, parse_feature_gates
 
 controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
                              no_args_is_help=True)
@@ -39,9 +42,22 @@ def run(
     health_address: str = typer.Option("127.0.0.1:8081", help="host:port of /healthz and /readyz."),
     webhook_address: Optional[str] = typer.Option(None, help="host:port to serve admission webhooks on (HTTPS)."),
     cert_dir: Optional[str] = typer.Option(None, help="Directory with tls.crt and tls.key for the webhook server."),
+    feature_gates: str = typer.Option("", "--feature-gates",
+                                      help="Comma-separated Name=true|false; known: TrainJobStatus (alpha, off)."),
+    status_address: str = typer.Option("0.0.0.0:10443", help="host:port of the status server (TrainJobStatus)."),
+    status_url: Optional[str] = typer.Option(None, help="https://host:port pods use to reach the status server "
+                                             "(TrainJobStatus; e.g. https://<service>.<namespace>.svc:10443)."),
     log_level: str = typer.Option("info"),
 ) -> None:
     """Run the controller until SIGTERM."""
+    try:
+        gates = parse_feature_gates(feature_gates)
+    except ValueError as err:
+        typer.echo(f"error: --feature-gates: {err}", err=True)
+        raise typer.Exit(2)
+    if gates.get(TRAINJOB_STATUS) and not (cert_dir and status_url):
+        typer.echo("error: TrainJobStatus needs --cert-dir (tls.crt, tls.key, ca.crt) and --status-url", err=True)
+        raise typer.Exit(2)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
@@ -49,8 +65,17 @@ def run(
     from .manager import Manager, Settings
 
     api = ApiServer.from_kubeconfig(kubeconfig, qps_pool=max(16, workers * 2))
+    status_server = None
+    if gates.get(TRAINJOB_STATUS):
+        from .plugins.trainjobstatus import StatusServerConfig
+        from .status_server import FIELD_MANAGER, StatusServer, serve_status
+
+        status_server = StatusServerConfig(base_url=status_url, ca_pem=(Path(cert_dir) / "ca.crt").read_text())
+        serve_status(StatusServer(api.token_review, lambda body: api.apply_status(body, FIELD_MANAGER)),
+                     status_address, cert_dir)
     manager = Manager(api, Settings(workers=workers, leader_elect=leader_elect, lease_namespace=lease_namespace,
-                                    metrics_address=metrics_address, health_address=health_address))
+                                    metrics_address=metrics_address, health_address=health_address,
+                                    status_server=status_server))
     if webhook_address:
         if not cert_dir:
             typer.echo("error: --webhook-address needs --cert-dir with tls.crt and tls.key", err=True)

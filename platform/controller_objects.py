@@ -46,9 +46,12 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
     """ServiceAccount, ClusterRole + binding, and a Role for leader-election Leases in its own namespace."""
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": spec.namespace}]
     rbac = "rbac.authorization.k8s.io/v1"
+    rules = controller_cluster_rules()
+    if spec.trainjob_status:  # the status server asks the API server about callers' tokens
+        rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, spec.namespace)},
-        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": controller_cluster_rules()},
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": rules},
         {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": _meta(NAME),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}, "subjects": subject},
         {"apiVersion": rbac, "kind": "Role", "metadata": _meta(f"{NAME}-leases", spec.namespace),
@@ -95,13 +98,19 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
     args = ["trainyard", "controller", "run", f"--lease-namespace={spec.namespace}",
             f"--metrics-address=0.0.0.0:{spec.metrics_port}", "--health-address=0.0.0.0:8081",
             f"--webhook-address=0.0.0.0:{spec.webhook_port}", "--cert-dir=/certs"]
+    ports = [{"name": "metrics", "containerPort": spec.metrics_port}, {"name": "webhook", "containerPort": spec.webhook_port}]
+    if spec.feature_gates:
+        args.append(f"--feature-gates={spec.feature_gates}")
+    if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream
+        args += [f"--status-address=0.0.0.0:{spec.status_port}",
+                 f"--status-url=https://{NAME}-webhook.{spec.namespace}.svc:{spec.status_port}"]
+        ports.append({"name": "status", "containerPort": spec.status_port})
     selector = {"app.kubernetes.io/name": NAME}
     container = {
         "name": "controller",
         "image": spec.image,
         "command": args,
-        "ports": [{"name": "metrics", "containerPort": spec.metrics_port},
-                  {"name": "webhook", "containerPort": spec.webhook_port}],
+        "ports": ports,
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8081}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
@@ -130,7 +139,8 @@ def render_controller_services(spec: ControllerSpec) -> list[dict]:
         {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{NAME}-metrics", spec.namespace),
          "spec": {"selector": selector, "ports": [{"name": "metrics", "port": spec.metrics_port, "targetPort": "metrics"}]}},
         {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{NAME}-webhook", spec.namespace),
-         "spec": {"selector": selector, "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook"}]}},
+         "spec": {"selector": selector, "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook"}] + (
+             [{"name": "status", "port": spec.status_port, "targetPort": "status"}] if spec.trainjob_status else [])}},
     ]
 
 

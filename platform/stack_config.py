@@ -112,6 +112,18 @@ class ControllerSpec:
     webhook: WebhookSpec = WebhookSpec()
     # Where the Kubeflow SDK looks for `kubeflow-trainer-public` (its KUBEFLOW_SYSTEM_NAMESPACE default).
     sdk_namespace: str = "kubeflow-system"
+    # `trainyard controller run --feature-gates`, e.g. "TrainJobStatus=true" (upstream's alpha status server).
+    feature_gates: str = ""
+    status_port: int = 10443
+
+    @property
+    def trainjob_status(self) -> bool:
+        from trainyard.controller.feature_gates import TRAINJOB_STATUS, parse_feature_gates
+
+        try:
+            return parse_feature_gates(self.feature_gates)[TRAINJOB_STATUS]
+        except ValueError:
+            return False  # stack validation reports the bad value
 
 
 @dataclass(frozen=True)
@@ -336,6 +348,7 @@ def parse_stack_config(values: Mapping[str, Any], *, file: str) -> tuple[StackCo
         image=r.scalar(ctl, "image", f"{ns}:controller", str, default=ControllerSpec.image),
         replicas=r.scalar(ctl, "replicas", f"{ns}:controller", int, default=ControllerSpec.replicas),
         sdk_namespace=r.scalar(ctl, "sdkNamespace", f"{ns}:controller", str, default=ControllerSpec.sdk_namespace),
+        feature_gates=r.scalar(ctl, "featureGates", f"{ns}:controller", str, default=ControllerSpec.feature_gates),
         webhook=WebhookSpec(
             url=r.scalar(hook, "url", f"{ns}:controller.webhook", str),
             ca_bundle_file=r.scalar(hook, "caBundleFile", f"{ns}:controller.webhook", str),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.platform.problems import ConfigProblem
 from trainyard.platform.stack_config import (
     NAMESPACE,
@@ -222,6 +223,10 @@ def check_controller(config: StackConfig) -> list[ConfigProblem]:
     if ctl.webhook.url and not ctl.webhook.url.startswith("https://"):
         out.append(ConfigProblem(config.file, f"{base}.webhook.url", "admission webhooks must use https",
                                  "use https://host:port"))
+    try:
+        parse_feature_gates(ctl.feature_gates)
+    except ValueError as err:
+        out.append(ConfigProblem(config.file, f"{base}.featureGates", str(err), "e.g. TrainJobStatus=true"))
     if ctl.webhook.failure_policy not in ("Fail", "Ignore"):
         out.append(ConfigProblem(config.file, f"{base}.webhook.failurePolicy", f"{ctl.webhook.failure_policy!r}",
                                  "use Fail or Ignore"))

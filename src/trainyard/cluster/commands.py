@@ -31,11 +31,12 @@ def up(
     racks: int = typer.Option(2, help="Racks the nodes are spread over (topology labels for HyperNodes)."),
     port_base: int = typer.Option(26400, help="First of the loopback ports the cluster listens on."),
     provider: str = typer.Option("kwok", help="kwok (default, no container engine needed) or kind."),
+    feature_gates: str = typer.Option(ClusterSpec.feature_gates, help="The TrainJob controller's feature gates."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     try:
         spec = ClusterSpec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product,
-                           racks=racks, port_base=port_base)
+                           racks=racks, port_base=port_base, feature_gates=feature_gates)
     except ValueError as exc:
         _fail(str(exc), 2)
     try:

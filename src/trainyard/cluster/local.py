@@ -284,7 +284,9 @@ def start_trainjob_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
         "--lease-namespace", "trainyard-system",
         f"--metrics-address=127.0.0.1:{ports.port('controller_metrics')}",
         f"--health-address=127.0.0.1:{ports.port('controller_health')}",
-        f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs)]))
+        f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
+        f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
+        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}"]))
     if not wait_for_port(ports.port("controller_webhook"), 60, lambda: "trainjob-controller" in table.running()):
         raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / 'trainjob-controller.log'}")
     config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 from pathlib import Path
 
+from trainyard.controller.feature_gates import parse_feature_gates
+
 GPU_RESOURCE = "nvidia.com/gpu"
 RACK_LABEL = "trainyard.dev/rack"
 SPINE_LABEL = "trainyard.dev/spine"
@@ -31,7 +33,7 @@ class Ports:
         "jobset_webhook": 10, "jobset_metrics": 11, "jobset_health": 12,
         "volcano_scheduler_metrics": 20, "volcano_scheduler_healthz": 21,
         "volcano_controller_healthz": 22, "volcano_controller_metrics": 23, "volcano_webhook": 24,
-        "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32,
+        "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32, "controller_status": 33,
     }
 
     def port(self, name: str) -> int:
@@ -54,6 +56,8 @@ class ClusterSpec:
     memory_gib_per_node: int = 1024
     port_base: int = 26400
     zone: str = "local-a"
+    # The local platform tries alpha features upstream ships off: training code can report progress.
+    feature_gates: str = "TrainJobStatus=true"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -64,6 +68,10 @@ class ClusterSpec:
             problems.append(f"--nodes {self.nodes}: a cluster needs at least 1 node")
         if self.gpus_per_node < 0:
             problems.append(f"--gpus-per-node {self.gpus_per_node}: must be 0 or more")
+        try:
+            parse_feature_gates(self.feature_gates)
+        except ValueError as err:
+            problems.append(f"--feature-gates: {err}")
         if self.racks < 1 or self.racks > self.nodes:
             problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
         low, high = ephemeral_port_range()

@@ -50,6 +50,8 @@ CASES = [
     ("no kube target", ("kubeContext",), None, "trainyard:kubeContext", "no ambient kubeconfig"),
     ("bad pod security", ("tenants", 0, "podSecurity"), "strict", "trainyard:tenants[0].podSecurity", "restricted"),
     ("http webhook", ("controller",), {"webhook": {"url": "http://127.0.0.1:9443"}}, "trainyard:controller.webhook.url", "https"),
+    ("bad feature gate", ("controller",), {"featureGates": "TrainJobStatus=on"}, "trainyard:controller.featureGates",
+     "TrainJobStatus=true"),
     ("bad sdk namespace", ("controller",), {"sdkNamespace": "Kubeflow"}, "trainyard:controller.sdkNamespace", "lowercase"),
     ("sdk namespace is a tenant's", ("controller",), {"sdkNamespace": "team-a"}, "trainyard:controller.sdkNamespace",
      "default kubeflow-system"),

@@ -137,3 +137,19 @@ def test_sdk_public_configmap_is_readable_by_every_authenticated_user(sdk_namesp
                               "verbs": ["get", "list", "watch"]}]
     binding = next(o for o in objects if o["kind"] == "RoleBinding")
     assert binding["subjects"][0]["name"] == "system:authenticated" and binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+@pytest.mark.parametrize("gates,status_server", [("", False), ("TrainJobStatus=true", True), ("TrainJobStatus=false", False)])
+def test_trainjob_status_gate_adds_server_port_flags_and_token_reviews(gates, status_server):
+    spec = ControllerSpec(namespace="trainyard-system", feature_gates=gates)
+    container = ctl.render_controller_deployment(spec)["spec"]["template"]["spec"]["containers"][0]
+    flags = [a for a in container["command"] if a.startswith("--status-")]
+    assert bool(flags) is status_server
+    if status_server:
+        assert "--status-url=https://trainyard-controller-webhook.trainyard-system.svc:10443" in flags
+        assert {"name": "status", "containerPort": 10443} in container["ports"]
+    webhook_service = next(s for s in ctl.render_controller_services(spec) if s["metadata"]["name"].endswith("-webhook"))
+    assert any(p["name"] == "status" for p in webhook_service["spec"]["ports"]) is status_server
+    cluster_role = next(o for o in ctl.render_controller_rbac(spec) if o["kind"] == "ClusterRole")
+    granted = any("tokenreviews" in rule["resources"] for rule in cluster_role["rules"])
+    assert granted is status_server, "token reviews only when the status server runs"

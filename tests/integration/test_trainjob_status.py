@@ -1,0 +1,88 @@
+"""TrainJobStatus (on in the local cluster): training code reports progress with the Kubeflow SDK to the
+controller's status server, as a pod would, using the env, CA and token audience the JobSet carries."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from test_trainjob_controller import condition, create, get, jobset, runtime, trainjob  # noqa: F401 (runtime: fixture)
+
+pytestmark = pytest.mark.integration
+
+
+def _token(cluster, namespace: str, audience: str, service_account: str = "default") -> str:
+    from kubernetes import client
+
+    cluster.wait(lambda: _has_service_account(cluster, namespace, service_account), what="the default ServiceAccount")
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[audience], expiration_seconds=600))
+    return cluster.core.create_namespaced_service_account_token(service_account, namespace, request).status.token
+
+
+def _has_service_account(cluster, namespace: str, name: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cluster.core.read_namespaced_service_account(name, namespace)
+        return True
+    except ApiException:
+        return False
+
+
+def _pod_view(js: dict) -> tuple[dict, str]:
+    """The trainer container's env and the audience of its projected token, from the JobSet."""
+    node_job = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")
+    pod = node_job["template"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "kubeflow-trainer-token"]
+    return env, volume["projected"]["sources"][0]["serviceAccountToken"]["audience"]
+
+
+def test_training_code_reports_progress_with_the_sdk(cluster, runtime, tmp_path, monkeypatch):
+    ns = cluster.namespace("progress")
+    create(cluster, trainjob("tj", ns, runtime, nodes=1, suspend=True))
+    env, audience = _pod_view(cluster.wait(lambda: jobset(cluster, "tj", ns), what="the JobSet"))
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"].endswith(f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/tj/status")
+    assert audience == f"trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/tj/status"
+
+    # what the kubelet would mount at /var/run/secrets/kubeflow/trainer
+    ca = tmp_path / "ca.crt"
+    ca.write_text(cluster.core.read_namespaced_config_map("tj-tls-config", ns).data["ca.crt"])
+    token = tmp_path / "token"
+    token.write_text(_token(cluster, ns, audience))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_URL", env["KUBEFLOW_TRAINER_SERVER_URL"])
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_CA_CERT", str(ca))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_TOKEN", str(token))
+
+    from kubeflow.trainer import update_trainjob_status
+
+    assert update_trainjob_status(progress_percent=42, estimated_remaining_seconds=60, metrics={"loss": 0.25}) is True
+    reported = get(cluster, "trainjobs", "tj", ns)["status"]["trainerStatus"]
+    assert reported["progressPercentage"] == 42 and reported["estimatedRemainingSeconds"] == 60
+    assert reported["metrics"] == [{"name": "loss", "value": "0.25"}] and reported["lastUpdatedTime"]
+
+    # the controller's own status writes (resume) leave the report alone
+    cluster.kubectl("patch", "trainjob", "tj", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "tj", ns), "Suspended")) and c["reason"] == "Resumed",
+                 what="the Resumed condition")
+    assert get(cluster, "trainjobs", "tj", ns)["status"]["trainerStatus"] == reported
+
+    url = env["KUBEFLOW_TRAINER_SERVER_URL"]
+
+    def post(bearer: str, body: dict, target: str = url) -> requests.Response:
+        return requests.post(target, json=body, headers={"Authorization": f"Bearer {bearer}"}, verify=str(ca), timeout=10)
+
+    update = {"trainerStatus": {"progressPercentage": 50, "lastUpdatedTime": "2026-01-01T00:00:00Z"}}
+    wrong_audience = _token(cluster, ns, "https://kubernetes.default.svc")
+    assert post(wrong_audience, update).status_code == 403
+    other_ns = cluster.namespace("intruder")
+    intruder = post(_token(cluster, other_ns, audience), update)
+    assert intruder.status_code == 403 and intruder.json()["reason"] == "Forbidden"
+    no_time = post(token.read_text(), {"trainerStatus": {"progressPercentage": 50}})
+    assert no_time.status_code == 422 and "lastUpdatedTime is required when trainerStatus is present" in no_time.json()["message"]
+    assert post(token.read_text(), {"trainerStatus": "fast"}).json()["message"] == "Invalid payload"
+    missing_url = url.replace("/trainjobs/tj/", "/trainjobs/ghost/")
+    missing = post(_token(cluster, ns, audience.replace("/trainjobs/tj/", "/trainjobs/ghost/")), update, missing_url)
+    assert missing.status_code == 404 and missing.json()["message"] == "Train job not found"
+    assert post(token.read_text(), update).status_code == 200
+    assert get(cluster, "trainjobs", "tj", ns)["status"]["trainerStatus"]["progressPercentage"] == 50
