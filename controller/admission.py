@@ -20,10 +20,10 @@ from . import constants as C
 from . import k8s
 from .errors import ControllerError, InputError
 from .info import new_runtime_info
+from .inputs import load_runtime, load_trainjob, normalize, runtime_schema, trainjob_schema
 from .plugins import flux, torchtune
 from .plugins.common import runtime_node_resources
 from .resources import gpu_count
-from .inputs import load_runtime, load_trainjob, normalize, runtime_schema, trainjob_schema
 from .schema import FieldError, validate
 
 DEPRECATION = ('ClusterTrainingRuntime "{name}" is deprecated and will be removed in a future release of Kubeflow '

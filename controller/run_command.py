@@ -55,8 +55,9 @@ def run(
     except ValueError as err:
         typer.echo(f"error: --feature-gates: {err}", err=True)
         raise typer.Exit(2)
-    if gates.get(TRAINJOB_STATUS) and not (cert_dir and status_url):
-        typer.echo("error: TrainJobStatus needs --cert-dir (tls.crt, tls.key, ca.crt) and --status-url", err=True)
+    if gates.get(TRAINJOB_STATUS) and not (cert_dir and status_url and status_url.startswith("https://")):
+        typer.echo("error: TrainJobStatus needs --cert-dir (tls.crt, tls.key, ca.crt) and --status-url https://host:port",
+                   err=True)
         raise typer.Exit(2)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())

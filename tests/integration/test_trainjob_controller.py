@@ -329,3 +329,25 @@ def test_a_running_trainjob_leaves_its_coscheduling_podgroup_alone(cluster):
     cluster.kubectl("annotate", "trainjob", "gang", "-n", ns, "touched=again")
     time.sleep(3)
     assert cosched_pg()["spec"]["scheduleTimeoutSeconds"] == 300
+
+
+def test_flux_trainjob_gets_its_scripts_curve_and_wrapped_command(cluster):
+    ns = cluster.namespace("flux")
+    rt = torch_runtime(f"flux-{uuid.uuid4().hex[:6]}", image="ghcr.io/converged-computing/lammps:latest-tag")
+    rt["kind"], rt["metadata"]["namespace"] = "TrainingRuntime", ns
+    rt["metadata"]["labels"]["trainer.kubeflow.org/framework"] = "flux"
+    rt["spec"]["mlPolicy"] = {"numNodes": 2, "flux": {"numProcPerNode": 4}}
+    create(cluster, rt)
+    tj = trainjob("lmp", ns, rt["metadata"]["name"], nodes=2)
+    tj["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    tj["spec"]["trainer"]["command"] = ["lmp", "-in", "in.reaxff.hns"]
+    create(cluster, tj)
+    js = cluster.wait(lambda: jobset(cluster, "lmp", ns), what="the JobSet")
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"] == ["/bin/bash", "/etc/flux-config/entrypoint.sh", "lmp -in in.reaxff.hns"]
+    assert [c["name"] for c in pod["initContainers"]] == ["flux-installer"]
+    uid = get(cluster, "trainjobs", "lmp", ns)["metadata"]["uid"]
+    scripts = cluster.core.read_namespaced_config_map("lmp-flux-entrypoint", ns)
+    assert 'flags="-N 2 -n 8 -g 8  "' in scripts.data["entrypoint.sh"] and "lmp-node-0-[0-1]" in scripts.data["init.sh"]
+    curve = cluster.core.read_namespaced_secret("lmp-flux-curve", ns)
+    assert curve.metadata.owner_references[0].uid == uid and "curve.cert" in curve.data

@@ -91,3 +91,28 @@ def test_build_refusal_is_exit_2(tmp_path):
     rt = runtime(ml={"torch": {"elasticPolicy": {"metrics": [{"type": "Resource"}]}}})
     result = run("render", write(tmp_path, "tj.yaml", trainjob()), "--runtime", write(tmp_path, "rt.yaml", rt))
     assert result.exit_code == 2 and "mlPolicy.torch.elasticPolicy.metrics" in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--feature-gates", "TrainJobStatus=maybe"], "use TrainJobStatus=true or TrainJobStatus=false"),
+    (["--feature-gates", "Nope=true"], "unknown feature gate 'Nope'"),
+    (["--feature-gates", "TrainJobStatus=true"], "TrainJobStatus needs --cert-dir"),
+    (["--feature-gates", "TrainJobStatus=true", "--cert-dir", "/tmp", "--status-url", "http://x:1"], "--status-url https://"),
+])
+def test_controller_run_refuses_bad_feature_gate_settings_before_starting(args, message):
+    result = runner.invoke(app, ["controller", "run", *args])
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_render_with_the_status_server_gate(tmp_path):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("PEM")
+    tj, rt = tmp_path / "tj.yaml", tmp_path / "rt.yaml"
+    tj.write_text(yaml.safe_dump(trainjob()))
+    rt.write_text(yaml.safe_dump(runtime(ml={"torch": {}})))
+    result = run("render", tj, "--runtime", rt, "--status-server-url", "https://s:10443", "--status-server-ca", ca)
+    assert result.exit_code == 0, result.stderr
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout)]
+    assert "tj-tls-config" in names
+    bad = run("render", tj, "--runtime", rt, "--status-server-url", "https://s:10443")
+    assert bad.exit_code != 0 and "go together" in bad.stderr
