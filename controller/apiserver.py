@@ -80,6 +80,16 @@ def _lines(response) -> Iterator[str]:
         yield buffer.decode()
 
 
+# Apply bodies go out as UTF-8 JSON bytes we serialize ourselves: the client's json.dumps escapes characters
+# outside the BMP (an emoji in a Flux script) as surrogate pairs, which the API server's YAML decoder rejects.
+# The charset parameter also keeps the client from re-encoding the bytes.
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml; charset=utf-8"
+
+
+def _apply_body(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
 class ApiServer:
     """Dict-in, dict-out access to the API server."""
 
@@ -125,9 +135,8 @@ class ApiServer:
         """Server-side apply with force: the controller owns every field it writes."""
         resource = resource_for(obj)
         meta = obj["metadata"]
-        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=obj,
-                          query={"fieldManager": field_manager, "force": "true"},
-                          content_type="application/apply-patch+yaml")
+        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=_apply_body(obj),
+                          query={"fieldManager": field_manager, "force": "true"}, content_type=APPLY_CONTENT_TYPE)
 
     def create(self, obj: dict) -> dict:
         resource = resource_for(obj)
@@ -142,9 +151,8 @@ class ApiServer:
     def apply_status(self, obj: dict, field_manager: str) -> dict:
         """Server-side apply to the status subresource under its own field manager."""
         resource, meta = resource_for(obj), obj["metadata"]
-        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"], "status"), body=obj,
-                          query={"fieldManager": field_manager, "force": "true"},
-                          content_type="application/apply-patch+yaml")
+        return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"], "status"), body=_apply_body(obj),
+                          query={"fieldManager": field_manager, "force": "true"}, content_type=APPLY_CONTENT_TYPE)
 
     def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:
         return self._call("PATCH", resource.path(namespace, name, "status"), body={"status": status},
