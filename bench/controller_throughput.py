@@ -7,7 +7,7 @@
   whole `trainyard render` invocations per second (CLI start-up included);
 - the controller process's peak RSS (VmHWM).
 
-Usage: .venv/bin/python bench/controller_throughput.py [--count 1000] [--keep]
+Usage: .venv/bin/python bench/controller_throughput.py [--count 1000] [--keep] [--feature-gates TrainJobStatus=false]
 It starts its own cluster (name trainyard-bench, ports from 27200) and stops it afterwards.
 """
 
@@ -137,11 +137,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    parser.add_argument("--feature-gates", default=ClusterSpec.feature_gates,
+                        help="the controller's gates (TrainJobStatus adds a ConfigMap per TrainJob)")
     args = parser.parse_args()
     figures = bench_render()
     print(json.dumps(figures), flush=True)
     ensure_built(*local.REQUIRED_TOOLS)
-    spec = ClusterSpec(name="trainyard-bench", port_base=27200)
+    spec = ClusterSpec(name="trainyard-bench", port_base=27200, feature_gates=args.feature_gates)
     if local.is_running(spec.name):
         local.down(spec.name, echo=lambda *_: None)
     local.up(spec, echo=lambda msg: print(f"# {msg}", file=sys.stderr))
