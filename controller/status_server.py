@@ -16,15 +16,13 @@ import datetime as dt
 import json
 import logging
 import re
-import ssl
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
 
 from . import constants as C
+from .https_server import serve_https
 from .plugins.trainjobstatus import token_audience
 
 log = logging.getLogger("trainyard.status")
@@ -196,11 +194,6 @@ def serve_status(server: StatusServer, address: str, cert_dir: str) -> Threading
         def log_message(self, *args):
             pass
 
-    host, port = address.rsplit(":", 1)
-    httpd = ThreadingHTTPServer((host, int(port)), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True, name="status-server").start()
+    httpd = serve_https(Handler, address, cert_dir, "status-server")
     log.info(json.dumps({"msg": "serving the TrainJob status server", "address": address}))
     return httpd

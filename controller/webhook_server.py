@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import ssl
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 from .admission import admission_review_response
 from .apiserver import RESOURCES, ApiServer
+from .https_server import serve_https
 
 log = logging.getLogger("trainyard.controller.webhook")
 
@@ -97,11 +95,6 @@ def serve_webhooks(api: ApiServer, address: str, cert_dir: str) -> ThreadingHTTP
         def log_message(self, *args):
             pass
 
-    host, port = address.rsplit(":", 1)
-    server = ThreadingHTTPServer((host, int(port)), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(Path(cert_dir) / "tls.crt", Path(cert_dir) / "tls.key")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True, name="webhooks").start()
+    server = serve_https(Handler, address, cert_dir, "webhooks")
     log.info(json.dumps({"msg": "serving admission webhooks", "address": address}))
     return server

@@ -30,7 +30,8 @@ class GoValue:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GoValue) and other.text == self.text
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(self.text)
 
 
 def is_torchtune(trainer: dict | None) -> bool:
