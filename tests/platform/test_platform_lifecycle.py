@@ -101,7 +101,7 @@ def test_tenant_user_runs_a_trainjob_to_completion_in_its_queue(platform, cluste
 
 def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
     """The pinned Kubeflow SDK, as a tenant user (client certificate, no admin rights), end to end."""
-    from kubeflow.trainer import CustomTrainer, KubernetesBackendConfig, TrainerClient
+    from kubeflow.trainer import BuiltinTrainer, CustomTrainer, KubernetesBackendConfig, LoraConfig, TorchTuneConfig, TrainerClient
 
     from trainyard.cluster.local import user_kubeconfig
 
@@ -129,6 +129,16 @@ def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
     client.delete_job(name)
     cluster.wait(lambda: _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name) is None,
                  what="the TrainJob deleted")
+
+    # LLM fine-tuning with the SDK's BuiltinTrainer: [tune, run] + config args, rewritten by the controller
+    tune = client.train(runtime=runtimes["torchtune-llama3.2-1b"], trainer=BuiltinTrainer(
+        config=TorchTuneConfig(epochs=1, peft_config=LoraConfig(lora_attn_modules=["q_proj", "v_proj"]))))
+    js = cluster.wait(lambda: _get(cluster, "jobset.x-k8s.io", "v1alpha2", TENANT, "jobsets", tune), what="the JobSet")
+    node = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert node["command"][:7] == ["tune", "run", f"--rdzv_endpoint={tune}-node-0-0.{tune}:29500",
+                                   "lora_finetune_distributed", "--config", "llama3_2/1B_lora", "output_dir=/workspace/output"]
+    assert "epochs=1" in node["args"] and "model.lora_attn_modules=[q_proj,v_proj]" in node["args"]
+    client.delete_job(tune)
 
 
 def test_tenant_user_is_confined_to_its_namespace_and_queue(platform, cluster):
