@@ -51,11 +51,21 @@ def existing_objects(api: ApiServer, trainjob: dict) -> list[dict]:
         obj = _get_typed(api, resource, obj_name, ns)
         if obj is not None:
             found.append(obj)
-    if not any(o["kind"] == "PodGroup" for o in found):  # a coscheduling gang, or none applied yet
-        obj = _get_typed(api, COSCHEDULING_PODGROUP, name, ns)
-        if obj is not None:
-            found.append(obj)
     return found
+
+
+def _build(api: ApiServer, trainjob: dict, runtime: dict | None, existing: list[dict],
+           status_server: StatusServerConfig | None) -> list[dict]:
+    """build_objects, reading a coscheduling PodGroup back only when the runtime asks for one (so every
+    other TrainJob pays no extra GET), then building again with it so the plugin decides as usual."""
+    objects = build_objects(trainjob, runtime, existing, status_server=status_server)
+    wants_coscheduling = any(o["kind"] == "PodGroup" and o["apiVersion"] == COSCHEDULING_PODGROUP.api_version
+                             for o in objects)
+    if wants_coscheduling:
+        found = _get_typed(api, COSCHEDULING_PODGROUP, trainjob["metadata"]["name"], trainjob["metadata"]["namespace"])
+        if found is not None:
+            return build_objects(trainjob, runtime, existing + [found], status_server=status_server)
+    return objects
 
 
 def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | None:
@@ -96,7 +106,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
     applied: list[str] = []
     try:
-        objects = build_objects(trainjob, runtime, existing, status_server=status_server)
+        objects = _build(api, trainjob, runtime, existing, status_server)
     except ControllerError as exc:
         message = f"TrainJob resources reconciliation failed: {str(exc)[:MAX_EVENT_MESSAGE]}"
         api.event(trainjob, "TrainJobResourcesCreationFailed", message)
