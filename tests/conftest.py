@@ -17,7 +17,9 @@ from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.toolchain.build import ensure_built
 
-TEST_CLUSTER = ClusterSpec(name="trainyard-test", nodes=4, gpus_per_node=8, racks=2, port_base=26600)
+# Two developers (or a developer and CI) can run suites side by side by choosing another name and base.
+TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
+                           racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")))
 
 
 class Cluster:
