@@ -23,15 +23,17 @@ def pulumi_binary() -> Path:
     return tool("pulumi").path("pulumi")
 
 
-def offline_env(base: dict[str, str] | None = None) -> dict[str, str]:
+def offline_env(base: dict[str, str] | None = None, backend_dir: Path | None = None) -> dict[str, str]:
+    """Environment for the pinned CLI; `backend_dir` holds the state (default: the shared offline backend)."""
     env = dict(base if base is not None else os.environ)
     home = cache_dir() / "pulumi" / "home"
     home.mkdir(parents=True, exist_ok=True)
-    state_dir().mkdir(parents=True, exist_ok=True)
+    backend = backend_dir or state_dir()
+    backend.mkdir(parents=True, exist_ok=True)
     venv_bin = repo_root() / ".venv" / "bin"
     env.update({
         "PULUMI_HOME": str(home),
-        "PULUMI_BACKEND_URL": f"file://{state_dir()}",
+        "PULUMI_BACKEND_URL": f"file://{backend}",
         "PULUMI_CONFIG_PASSPHRASE": env.get("PULUMI_CONFIG_PASSPHRASE", ""),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",

@@ -1,0 +1,38 @@
+"""The README's main job as plain functions: deploy the local stack onto a running local cluster and
+tell the user what to do next. `trainyard up` (and so `make up`) is cluster start + `deploy`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from trainyard import stack_deploy
+from trainyard.cluster import local
+from trainyard.paths import repo_root
+from trainyard.stack_deploy import StackError
+
+EXAMPLE_TRAINJOB = "examples/torch-distributed-team-a.yaml"
+__all__ = ["EXAMPLE_TRAINJOB", "StackError", "closing_hint", "deploy"]
+
+
+def deploy(cluster: str, stack: str = "local", echo: Callable[[str], None] = print) -> None:
+    """`pulumi up` (+ refresh) of `stack` bound to the local cluster `cluster`."""
+    echo(f"deploying the platform: pulumi up of stack {stack!r} onto cluster {cluster!r}")
+    stack_deploy.up(stack, cluster=cluster, echo=echo)
+
+
+def closing_hint(cluster: str, stack: str = "local") -> str:
+    """What `trainyard up` prints last: where the cluster is and a first TrainJob that exists in the repo."""
+    state = local.read_state(cluster) or {}
+    name_flag = "" if cluster == stack_deploy.DEFAULT_CLUSTER else f" --name {cluster}"
+    example = repo_root() / EXAMPLE_TRAINJOB
+    return (
+        f"\n[bold]The platform is up[/] (cluster {cluster!r}, stack {stack!r}).\n"
+        f"  export KUBECONFIG={state.get('kubeconfig')}\n"
+        "  kubectl get queues.scheduling.volcano.sh            # tenant queues (Open)\n"
+        "  kubectl get trainingruntimes -n team-a              # the runtimes team-a's catalog release pins\n"
+        "  kubectl get clustertrainingruntimes                 # the current catalog release\n"
+        f"  kubectl create -f {example} --as alice --as-group team-a-users\n"
+        "  kubectl get trainjobs,jobsets,podgroups -n team-a   # the TrainJob, its JobSet and gang\n"
+        f"  .venv/bin/trainyard cluster status{name_flag}       # processes and logs\n"
+        f"  make down                                           # stop everything (or: trainyard down{name_flag})"
+    )

@@ -1,0 +1,141 @@
+"""Deploy, preview and destroy a stack with the pinned Pulumi CLI, as plain functions.
+
+The CLI commands (`trainyard platform ...`, `trainyard up`) and tests call these; nothing here knows
+about Typer. A stack whose controllers run locally (`trainyard:controllersRunLocally: true`, the
+`local` stack) is bound to one local cluster: its kubeconfig, context and webhook address come from
+that cluster, its Pulumi state lives in the cluster's directory (gone with `trainyard down`), and the
+stack file in stacks/ is never rewritten.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import yaml
+
+from trainyard.paths import repo_root
+
+NAMESPACE = "trainyard"
+DEFAULT_CLUSTER = "trainyard"
+PULUMI_PASSES = {"up": ("up", "--yes", "--non-interactive", "--skip-preview"),
+                 "refresh": ("refresh", "--yes", "--non-interactive", "--skip-preview"),
+                 "preview": ("preview", "--non-interactive"),
+                 "destroy": ("destroy", "--yes", "--non-interactive", "--skip-preview")}
+
+
+class StackError(RuntimeError):
+    """A stack cannot be run; the message says why and what to do."""
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    return (root or repo_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_file(stack: str, root: Path | None = None) -> dict:
+    path = stack_file(stack, root)
+    if not path.is_file():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
+        raise StackError(f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(document, dict):
+        raise StackError(f"{path}: a stack file is a YAML mapping with a `config:` key")
+    return document
+
+
+def runs_controllers_locally(document: dict) -> bool:
+    value = (document.get("config") or {}).get(f"{NAMESPACE}:controllersRunLocally", False)
+    return str(value).lower() == "true"
+
+
+def bind_to_local_cluster(document: dict, cluster_state: dict, certs_dir: Path) -> dict:
+    """The stack document with every value that names a local cluster taken from `cluster_state`.
+
+    Pure: the kubeconfig, its context, the controller webhook's URL and CA bundle are what differ
+    between two local clusters (name, ports); everything else is the reviewed stack file.
+    """
+    bound = yaml.safe_load(yaml.safe_dump(document))  # deep copy of plain YAML data
+    config = bound.setdefault("config", {})
+    name = cluster_state["name"]
+    config[f"{NAMESPACE}:kubeconfig"] = cluster_state["kubeconfig"]
+    config[f"{NAMESPACE}:kubeContext"] = f"kwok-{name}"
+    controller = dict(config.get(f"{NAMESPACE}:controller") or {})
+    webhook = dict(controller.get("webhook") or {})
+    webhook["url"] = f"https://127.0.0.1:{cluster_state['ports']['controller_webhook']}"
+    webhook["caBundleFile"] = str(certs_dir / "ca.crt")
+    controller["webhook"] = webhook
+    config[f"{NAMESPACE}:controller"] = controller
+    return bound
+
+
+@dataclass(frozen=True)
+class StackTarget:
+    """Where one stack runs: its name, the config file Pulumi reads and the state backend it uses."""
+
+    stack: str
+    config_file: Path
+    backend_dir: Path | None  # None: the shared offline backend under the trainyard cache
+
+    def pulumi_args(self, command: str, extra: Sequence[str] = ()) -> list[str]:
+        return [*PULUMI_PASSES[command], "--stack", self.stack, "--config-file", str(self.config_file), *extra]
+
+
+def resolve_target(stack: str, cluster: str = DEFAULT_CLUSTER) -> StackTarget:
+    """The target of `stack`; a local-controllers stack is bound to the running local cluster `cluster`."""
+    document = read_stack_file(stack)
+    if not runs_controllers_locally(document):
+        return StackTarget(stack, stack_file(stack), None)
+    from trainyard.cluster import local
+
+    state = local.read_state(cluster)
+    if not state:
+        raise StackError(f"stack {stack!r} deploys onto a local cluster, and cluster {cluster!r} is not running; "
+                         f"start it with `trainyard cluster up --name {cluster}` (or run `trainyard up`)")
+    paths = local.ClusterPaths.for_name(cluster)
+    bound_file = paths.root / "pulumi" / f"Pulumi.{stack}.yaml"
+    bound_file.parent.mkdir(parents=True, exist_ok=True)
+    bound_file.write_text(yaml.safe_dump(bind_to_local_cluster(document, state, paths.certs), sort_keys=False))
+    return StackTarget(stack, bound_file, paths.root / "pulumi" / "state")
+
+
+def _pulumi(target: StackTarget, args: Sequence[str], capture: bool = False) -> subprocess.CompletedProcess:
+    from trainyard.pulumi_env import offline_env, run_pulumi
+
+    return run_pulumi(*args, env=offline_env(backend_dir=target.backend_dir), check=False, capture=capture)
+
+
+def _select(target: StackTarget) -> None:
+    """Select the stack, creating its state the first time (with the stack file's own encryption salt)."""
+    if _pulumi(target, ["stack", "select", target.stack], capture=True).returncode == 0:
+        return
+    created = _pulumi(target, ["stack", "init", target.stack], capture=True)
+    if created.returncode != 0:
+        raise StackError(f"pulumi stack init {target.stack} failed: {(created.stderr or created.stdout).strip()}")
+
+
+def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER,
+        echo: Callable[[str], None] = print) -> None:
+    """`pulumi <command>` of the stack, offline; raises StackError naming the stack on failure."""
+    from trainyard.pulumi_env import install_plugins
+    from trainyard.toolchain.build import ensure_built
+
+    ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
+    install_plugins()
+    target = resolve_target(stack, cluster)
+    _select(target)
+    result = _pulumi(target, target.pulumi_args(command, extra))
+    if result.returncode != 0:
+        raise StackError(f"pulumi {command} of stack {stack!r} failed (exit {result.returncode}); its output is above")
+
+
+def up(stack: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER, echo: Callable[[str], None] = print) -> None:
+    """`pulumi up`, then a refresh.
+
+    The refresh records the live state of objects the stack adopted (the local cluster pre-applies
+    CRDs and webhook registrations); without it the provider's state of a few adopted CRDs lacks the
+    annotations it applied, and the next preview shows a spurious update.
+    """
+    run(stack, "up", extra, cluster, echo)
+    run(stack, "refresh", (), cluster, echo)
