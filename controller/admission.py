@@ -3,7 +3,8 @@
 `validate_runtime` / `validate_trainjob` return a `Result` of warnings and field errors with upstream's
 messages: CRD schema + CEL rules (from `api.py`), the runtime webhook (ancestor replicas, required
 containers, deprecation), and the TrainJob webhook (runtime lookup, initializers, runtimePatches,
-seed-era podTemplateOverrides, reserved env per ML policy, Volcano queue / PriorityClass). Anything
+seed-era podTemplateOverrides, reserved env per ML policy, Volcano queue / PriorityClass) and the tenant
+namespace's queue and granted priority classes (`tenancy.py`). Anything
 the build would refuse (elastic metrics, unknown MPI flavour...) is reported too, by a trial build.
 
 Beyond upstream: a runtime whose trainer job lacks the Job-level ancestor label, or has no container
@@ -23,6 +24,8 @@ from .info import new_runtime_info
 from .inputs import load_runtime, load_trainjob, normalize, runtime_schema, trainjob_schema
 from .plugins import flux, torchtune
 from .plugins.common import runtime_node_resources
+from .tenancy import admission_errors as tenant_errors
+from .tenancy import admission_lookups, jobset_annotations
 from .resources import gpu_count
 from .schema import FieldError, validate
 
@@ -183,7 +186,7 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
     for check in (_initializer_errors, _patch_errors, _override_errors, _ml_policy_errors):
         result.errors += check(trainjob, runtime)
     result.errors += _update_errors(trainjob, old_tj, cluster_objects)
-    result.errors += _volcano_errors(trainjob, runtime, cluster_objects)
+    result.errors += _volcano_errors(trainjob, runtime, cluster_objects) + tenant_errors(trainjob, runtime, cluster_objects)
     if not result.errors:
         result.errors += _trial_build_errors(trainjob, runtime)
     return result
@@ -374,15 +377,6 @@ def _update_errors(trainjob: dict, old: dict | None, cluster_objects: list[dict]
     return errors
 
 
-def jobset_annotations(trainjob: dict, runtime: dict) -> dict:
-    """Annotations the JobSet will carry: runtime template, spec.annotations, runtimePatches (in order)."""
-    out = dict((((runtime.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {})
-    out.update(trainjob["spec"].get("annotations") or {})
-    for patch in trainjob["spec"].get("runtimePatches") or []:
-        out.update(((((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}))
-    return out
-
-
 def _volcano_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -> list[FieldError]:
     if "volcano" not in ((runtime.get("spec") or {}).get("podGroupPolicy") or {}):
         return []
@@ -455,6 +449,7 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
     jobset = lookup("JobSet", k8s.name_of(trainjob), namespace)
     if jobset:
         cluster.append(jobset)
+    cluster += [found for kind, name, ns in admission_lookups(trainjob) if (found := lookup(kind, name, ns))]
     if isinstance(runtime, dict):
         try:
             queue = jobset_annotations(trainjob, load_runtime(runtime)).get(C.VOLCANO_QUEUE_ANNOTATION)

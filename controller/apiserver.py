@@ -51,6 +51,8 @@ RESOURCES = {r.kind: r for r in [
     Resource("v1", "ConfigMap", "configmaps"),
     Resource("v1", "Secret", "secrets"),
     Resource("v1", "Event", "events"),
+    Resource("v1", "Namespace", "namespaces", namespaced=False),
+    Resource("v1", "ResourceQuota", "resourcequotas"),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
 ]}

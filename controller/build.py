@@ -15,7 +15,7 @@ from . import k8s
 from .errors import BuildError, ControllerError
 from .info import new_runtime_info
 from .inputs import load_trainjob
-from .plugins import flux, jobset, mpi, podgroup, simple, torch, trainjobstatus
+from .plugins import flux, jobset, mpi, podgroup, simple, tenancy, torch, trainjobstatus
 from .plugins.trainjobstatus import StatusServerConfig
 from .snapshot import resolve_runtime
 from .status import is_finished
@@ -28,7 +28,8 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
                   status_server: StatusServerConfig | None = None) -> list[dict]:
     """Objects to apply for `trainjob` built from `runtime` (or from its snapshot among `existing`).
 
-    `existing`: objects already in the cluster (snapshot ConfigMap, MPI Secret, PodGroup, JobSet).
+    `existing`: objects already in the cluster (snapshot ConfigMap, MPI Secret, PodGroup, JobSet), and the
+    TrainJob's Namespace (its tenant queue and default priority class, see `tenancy.py`).
     `key_generator`: returns (private PEM, authorized_keys line) for the MPI Secret; tests inject one.
     `status_server`: set when the TrainJobStatus feature gate is on (pods then report progress to it).
     Raises `BuildError` (or its subclasses) with the field and reason when the inputs cannot be built.
@@ -57,6 +58,7 @@ def _build(trainjob, runtime_obj, snapshot, existing, key_generator, status_serv
     simple.enforce_xgboost(info)
     flux.enforce(info)
     trainjobstatus.enforce(info, status_server)
+    tenancy.enforce_priority(info)  # trainyard: TrainJob priority label, namespace default class
     # EnforcePodGroupPolicy
     podgroup.enforce(info)
     # PreBuildSync
@@ -67,6 +69,7 @@ def _build(trainjob, runtime_obj, snapshot, existing, key_generator, status_serv
     flux.build(info)
     trainjobstatus.build(info, status_server)
     podgroup.build(info)
+    tenancy.default_queue(info)  # trainyard: the namespace's queue when nothing names one
     objects = [snapshot] if snapshot else []
     objects += info.secrets + info.config_maps + info.pod_groups
     existing_jobset = k8s.find_object(existing, "JobSet", info.name, k8s.namespace_of(trainjob))

@@ -115,3 +115,20 @@ REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 MSG_SUSPENDED = "TrainJob is suspended"
 MSG_RESUMED = "TrainJob is resumed"
 MSG_DEADLINE_EXCEEDED = "TrainJob exceeded its active deadline"
+
+# trainyard's platform layer (not upstream): how a tenant namespace carries its Volcano queue and the
+# priority classes it was granted, and the TrainJob label through which a job selects one of them.
+NAMESPACE_QUEUE_LABEL = "trainyard.dev/queue"
+NAMESPACE_PRIORITY_CLASSES_ANNOTATION = "trainyard.dev/priority-classes"  # comma-separated
+NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = "trainyard.dev/default-priority-class"
+PRIORITY_CLASS_LABEL = "trainyard.dev/priority-class"
+
+# Condition (trainyard, not upstream) present only while the controller cannot create a TrainJob's
+# resources; removed on the next successful reconcile so the SDK's "Running" detection (no conditions) holds.
+COND_RESOURCES_CREATION_FAILED = "ResourcesCreationFailed"
+REASON_APPLY_FAILED = "ApplyFailed"
+REASON_BUILD_FAILED = "BuildFailed"
+REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
+REASON_QUEUE_NOT_FOUND = "QueueNotFound"
+REASON_QUOTA_EXCEEDED = "QuotaExceeded"
+EVENT_RESOURCES_CREATION_FAILED = "TrainJobResourcesCreationFailed"  # upstream's event reason

@@ -26,3 +26,7 @@ class ValidationError(BuildError):
 
 class InputError(BuildError):
     """The document is not a well-formed TrainJob / runtime (wrong kind, wrong type of a field)."""
+
+
+class PreflightError(ControllerError):
+    """The built objects would be accepted but could never run here (missing queue, gang beyond a quota)."""

@@ -4,6 +4,12 @@ Mirrors upstream's TrainJob reconciler: objects are server-side applied with one
 and a controller ownerReference; a running JobSet is never updated (the pipeline leaves it out);
 a TrainJob managed by another controller is left alone; a finished one gets no new objects; an
 expired activeDeadlineSeconds fails the TrainJob and deletes its JobSet.
+
+Beyond upstream: the TrainJob's Namespace is read for the tenant's queue and default priority class
+(`tenancy.py`), and every failure to create the children (build error, missing runtime, API error while
+applying, missing Volcano queue, gang beyond a ResourceQuota) reaches the TrainJob as the condition
+`ResourcesCreationFailed` plus one Warning event per distinct cause, then is raised so the work queue
+retries with backoff; the condition goes away with the first reconcile that applies everything.
 """
 
 from __future__ import annotations
@@ -12,17 +18,20 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
+from kubernetes.client.exceptions import ApiException
+
 from . import constants as C
+from . import failures
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer
 from .build import build_objects, is_managed_by_us
-from .errors import ControllerError
+from .errors import ControllerError, PreflightError
 from .plugins.trainjobstatus import StatusServerConfig
 from .snapshot import snapshot_name
 from .status import build_status, deadline_exceeded, requeue_after_seconds
 
 log = logging.getLogger("trainyard.controller")
 
-MAX_EVENT_MESSAGE = 950
+TRANSIENT_API_STATUSES = (409, 429)  # conflict, throttled: retried without bothering the user
 
 
 @dataclass
@@ -105,18 +114,27 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     has_snapshot = any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == snapshot_name(trainjob) for o in existing)
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
     applied: list[str] = []
+    failure, error = None, None
     try:
-        objects = _build(api, trainjob, runtime, existing, status_server)
+        objects = _build(api, trainjob, runtime, existing + _namespace(api, namespace), status_server)
+        failure = _preflight(api, namespace, objects, existing)
+        if failure is not None:
+            error = PreflightError(failure.message)
+        else:
+            for obj in objects:
+                api.apply(obj)
+                applied.append(_key(obj))
     except ControllerError as exc:
-        message = f"TrainJob resources reconciliation failed: {str(exc)[:MAX_EVENT_MESSAGE]}"
-        api.event(trainjob, "TrainJobResourcesCreationFailed", message)
-        raise
-    for obj in objects:
-        api.apply(obj)
-        applied.append(_key(obj))
+        failure, error = failures.build_failure(str(exc), runtime is None and not has_snapshot), exc
+    except ApiException as exc:
+        if exc.status in TRANSIENT_API_STATUSES:
+            raise
+        failure, error = failures.api_failure(exc), exc
     jobset = api.get(RESOURCES["JobSet"], name, namespace)
     now = now_rfc3339()
-    status = build_status(trainjob, jobset, now)
+    status = failures.with_failure(build_status(trainjob, jobset, now), failure, now)
+    if failure is not None and failures.is_new(trainjob.get("status") or {}, failure):
+        api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
     if deadline_exceeded(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
     # status.trainerStatus belongs to the status server (its own field manager): never written back here,
@@ -125,8 +143,41 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     changed = ours != _without_trainer_status(trainjob.get("status") or {})
     if changed:
         api.patch_status(RESOURCES["TrainJob"], name, namespace, ours)
+    if error is not None:
+        raise error
     requeue = requeue_after_seconds({**trainjob, "status": status}, now)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
+
+
+def _namespace(api: ApiServer, namespace: str) -> list[dict]:
+    """The TrainJob's Namespace (tenant queue, default priority class); none when it cannot be read,
+    e.g. a controller deployed without the right to get namespaces: then nothing is defaulted."""
+    try:
+        found = _get_typed(api, RESOURCES["Namespace"], namespace, None)
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        log.warning("cannot read namespace %s (forbidden): no tenant queue/priority defaults", namespace)
+        return []
+    return [found] if found else []
+
+
+def _preflight(api: ApiServer, namespace: str, objects: list[dict], existing: list[dict]) -> failures.Failure | None:
+    """Causes the API server would not report at apply time: a missing Volcano queue, and (when the JobSet
+    is about to be created) a gang larger than a ResourceQuota's hard limit."""
+    missing = [q for q in dict.fromkeys(failures.volcano_queues(objects)) if api.get(RESOURCES["Queue"], q) is None]
+    if missing:
+        return failures.queue_failure(missing)
+    jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
+    if jobset is None or any(o["kind"] == "JobSet" for o in existing):
+        return None
+    try:
+        quotas = api.list(RESOURCES["ResourceQuota"], namespace).get("items") or []
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        return None  # not allowed to read quotas: the Job controller's refusal stays the only report
+    return failures.quota_failure(jobset, quotas)
 
 
 def _without_trainer_status(status: dict) -> dict:

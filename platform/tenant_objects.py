@@ -6,12 +6,13 @@ gangs on the queue, while quota admission rejects pods one by one (and could str
 
 from __future__ import annotations
 
+from trainyard.controller import constants as C
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
 from trainyard.queues.resources import GPU
 from trainyard.queues.volcano_queues import render_queue
 
 TENANT_LABEL = "trainyard.dev/tenant"
-QUEUE_LABEL = "trainyard.dev/queue"
+QUEUE_LABEL = C.NAMESPACE_QUEUE_LABEL
 PART_OF = {"app.kubernetes.io/part-of": "trainyard"}
 TRAINJOB_COUNT = "count/trainjobs.trainer.kubeflow.org"
 
@@ -20,14 +21,28 @@ def tenant_labels(tenant: TenantSpec) -> dict[str, str]:
     return {**PART_OF, TENANT_LABEL: tenant.name}
 
 
+def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
+    """Granted and default priority classes, read by the TrainJob controller and its webhook (tenants
+    cannot edit their Namespace). No grant: no annotation, and the namespace is not restricted."""
+    out = {}
+    if tenant.allowed_priority_classes:
+        out[C.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
+    if tenant.default_priority_class:
+        out[C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION] = tenant.default_priority_class
+    return out
+
+
 def render_namespace(tenant: TenantSpec, policies: PolicySpec) -> dict:
-    """Pod Security enforced at the tenant's level; the default queue is readable by the queue guard (CEL)."""
+    """Pod Security enforced at the tenant's level; the default queue is readable by the queue guard (CEL)
+    and, with the priority class annotations, by the TrainJob controller (defaults) and webhook (admission)."""
     level = tenant.pod_security or policies.pod_security
+    annotations = tenant_namespace_annotations(tenant)
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
             "name": tenant.namespace,
+            **({"annotations": annotations} if annotations else {}),
             "labels": {
                 **tenant_labels(tenant),
                 QUEUE_LABEL: tenant.queue.name,

@@ -23,6 +23,23 @@ def test_namespace_labels(tenant):
     assert labels["trainyard.dev/queue"] == "team-a" and labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+def test_namespace_carries_granted_and_default_priority_classes_for_the_controller(tenant):
+    from trainyard.controller.tenancy import tenant_policy
+
+    namespace = objs.render_namespace(tenant, PolicySpec())
+    assert namespace["metadata"]["annotations"] == {"trainyard.dev/priority-classes": "train-high,train-default",
+                                                    "trainyard.dev/default-priority-class": "train-default"}
+    assert tenant_policy(namespace).priority_classes == ("train-high", "train-default")
+    assert tenant_policy(namespace).queue == "team-a"
+
+
+def test_namespace_without_priority_grants_has_no_annotations(tenant):
+    from dataclasses import replace
+
+    plain = replace(tenant, priority_classes=(), default_priority_class=None)
+    assert "annotations" not in objs.render_namespace(plain, PolicySpec())["metadata"]
+
+
 def test_resource_quota(tenant):
     hard = objs.render_resource_quota(tenant)["spec"]["hard"]
     assert hard == {"requests.cpu": "96", "requests.memory": "512Gi", "requests.nvidia.com/gpu": "16",

@@ -1,0 +1,142 @@
+"""Tenant namespaces: trainyard's platform layer on top of upstream's Volcano queue and priority handling.
+
+Upstream (Kubeflow Trainer v2.3) takes the PodGroup queue from the annotation
+`scheduling.volcano.sh/queue-name` (runtime template, seed-era `spec.annotations`, then
+`runtimePatches[].trainingRuntimeSpec.template.metadata.annotations`) and the PodGroup
+priorityClassName from the runtime's pod templates; a TrainJob cannot choose a priority class.
+trainyard adds, without changing any upstream field:
+
+- a tenant namespace carries its queue in the label `trainyard.dev/queue`, the priority classes it
+  was granted in the annotation `trainyard.dev/priority-classes` (comma-separated) and its default
+  class in `trainyard.dev/default-priority-class` (all written by the platform, not by tenants);
+- a TrainJob that names no queue gets the namespace's queue, and pod templates that name no
+  priority class get the namespace's default, whatever runtime kind it references;
+- a TrainJob selects a priority class with the label `trainyard.dev/priority-class` (settable with
+  kubectl or the SDK's `Labels` option); it replaces the runtime's priorityClassName on every pod
+  template, so pods and the PodGroup carry it;
+- admission refuses, at TrainJob create, another queue than the namespace's or a priority class the
+  namespace was not granted, naming the field and the allowed values.
+
+A namespace without these labels/annotations is not restricted (plain upstream behaviour).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from . import constants as C
+from . import k8s
+from .schema import FieldError
+
+QUEUE = C.VOLCANO_QUEUE_ANNOTATION
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    queue: str | None = None
+    priority_classes: tuple[str, ...] | None = None  # None: any class may be used
+    default_priority_class: str | None = None
+
+
+def tenant_policy(namespace: dict | None) -> TenantPolicy:
+    """What a Namespace object says about its tenant (empty policy for a plain namespace)."""
+    meta = (namespace or {}).get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    granted = annotations.get(C.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
+    classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
+    return TenantPolicy(queue=labels.get(C.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
+                        default_priority_class=annotations.get(C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None)
+
+
+def namespace_policy(trainjob: dict, objects: Iterable[dict]) -> TenantPolicy:
+    """The policy of the TrainJob's namespace, if its Namespace object is among `objects`."""
+    return tenant_policy(k8s.find_object(objects, "Namespace", k8s.namespace_of(trainjob)))
+
+
+def selected_priority_class(trainjob: dict) -> str | None:
+    return ((trainjob.get("metadata") or {}).get("labels") or {}).get(C.PRIORITY_CLASS_LABEL) or None
+
+
+def _runtime_template(runtime: dict) -> dict:
+    return ((runtime.get("spec") or {}).get("template")) or {}
+
+
+def _patch_template(patch: dict) -> dict:
+    return ((patch.get("trainingRuntimeSpec") or {}).get("template")) or {}
+
+
+def annotation_sources(trainjob: dict, runtime: dict) -> list[tuple[str, dict]]:
+    """(field path, annotations) in the order upstream merges them onto the JobSet (later wins)."""
+    spec = trainjob.get("spec") or {}
+    sources = [("spec.runtimeRef", (_runtime_template(runtime).get("metadata") or {}).get("annotations") or {}),
+               ("spec.annotations", spec.get("annotations") or {})]
+    for i, patch in enumerate(spec.get("runtimePatches") or []):
+        meta = _patch_template(patch).get("metadata") or {}
+        sources.append((f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.metadata.annotations",
+                        meta.get("annotations") or {}))
+    return sources
+
+
+def jobset_annotations(trainjob: dict, runtime: dict) -> dict:
+    """Annotations the JobSet will carry: runtime template, spec.annotations, runtimePatches (in order)."""
+    out: dict = {}
+    for _, annotations in annotation_sources(trainjob, runtime):
+        out.update(annotations)
+    return out
+
+
+def queue_origin(trainjob: dict, runtime: dict) -> tuple[str, str] | None:
+    """(queue, field naming it) of the queue annotation that wins, or None when nothing names one."""
+    found = None
+    for path, annotations in annotation_sources(trainjob, runtime):
+        if QUEUE in annotations:
+            found = (annotations[QUEUE], path if path == "spec.runtimeRef" else f"{path}[{QUEUE}]")
+    return found
+
+
+def runtime_priority_classes(runtime: dict) -> list[str]:
+    jobs = ((_runtime_template(runtime).get("spec") or {}).get("replicatedJobs")) or []
+    names = [(k8s.pod_template(dict(j)).get("spec") or {}).get("priorityClassName") for j in jobs if isinstance(j, dict)]
+    return [n for n in names if n]
+
+
+def _supported(values: Iterable[str]) -> str:
+    return "supported values: " + ", ".join(f'"{v}"' for v in values)
+
+
+def admission_lookups(trainjob: dict) -> list[tuple[str, str, str | None]]:
+    """(kind, name, namespace) the webhook reads for `admission_errors`: the Namespace, the selected class."""
+    wanted: list[tuple[str, str, str | None]] = [("Namespace", k8s.namespace_of(trainjob), None)]
+    if (selected := selected_priority_class(trainjob)) is not None:
+        wanted.append(("PriorityClass", selected, None))
+    return wanted
+
+
+def admission_errors(trainjob: dict, runtime: dict, cluster_objects: Iterable[dict]) -> list[FieldError]:
+    """Queue and priority class against the namespace's tenant policy (and the selected class must exist)."""
+    cluster_objects = list(cluster_objects)
+    policy = namespace_policy(trainjob, cluster_objects)
+    namespace = k8s.namespace_of(trainjob)
+    errors = []
+    origin = queue_origin(trainjob, runtime)
+    if policy.queue and origin and origin[0] != policy.queue:
+        errors.append(FieldError(origin[1], "Unsupported value", f"{_supported([policy.queue])} (the Volcano queue of "
+                                 f"namespace {namespace}; name no queue to get it)", origin[0]))
+    selected = selected_priority_class(trainjob)
+    allowed = policy.priority_classes
+    if selected is not None:
+        path = f"metadata.labels[{C.PRIORITY_CLASS_LABEL}]"
+        if allowed is not None and selected not in allowed:
+            errors.append(FieldError(path, "Unsupported value", f"{_supported(allowed)} (the priority classes "
+                                     f"namespace {namespace} was granted)", selected))
+        elif selected not in C.SYSTEM_PRIORITY_CLASSES and k8s.find_object(cluster_objects, "PriorityClass", selected) is None:
+            errors.append(FieldError(path, "Invalid", f'PriorityClass "{selected}" doesn\'t exist', selected))
+    elif allowed is not None:
+        for name in dict.fromkeys(runtime_priority_classes(runtime)):
+            if name not in allowed:
+                errors.append(FieldError("spec.runtimeRef", "Unsupported value",
+                                         f"the runtime's pods use priorityClassName {name!r}, which namespace {namespace} "
+                                         f"was not granted; select a granted class with the label "
+                                         f"{C.PRIORITY_CLASS_LABEL} ({_supported(allowed)})", name))
+    return errors

@@ -1,0 +1,154 @@
+"""Tenant namespaces: queue and priority defaulting in the build, queue/priority admission at TrainJob create."""
+
+import pytest
+
+from trainyard.controller.admission import admission_review_response, validate_trainjob
+from trainyard.controller.build import build_objects
+from trainyard.controller.tenancy import tenant_policy
+
+from ctl_builders import by_kind, fixed_key, job, runtime, the_jobset, trainjob
+
+QUEUE = "scheduling.volcano.sh/queue-name"
+PRIO = "trainyard.dev/priority-class"
+
+
+def namespace(queue="team-a", granted="team-a-default,training-high", default="team-a-default", name="ns"):
+    annotations = {}
+    if granted is not None:
+        annotations["trainyard.dev/priority-classes"] = granted
+    if default is not None:
+        annotations["trainyard.dev/default-priority-class"] = default
+    labels = {"trainyard.dev/queue": queue} if queue else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels, "annotations": annotations}}
+
+
+def priority_class(name):
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 1}
+
+
+def volcano_runtime(annotations=None, kind="ClusterTrainingRuntime", **pod):
+    return runtime(jobs=[job("node", "trainer", **pod)], ml={"torch": {}}, pod_group={"volcano": {}},
+                   annotations=annotations, kind=kind)
+
+
+def labelled(tj, **labels):
+    tj["metadata"]["labels"] = labels
+    return tj
+
+
+def patch_annotations(annotations, manager="example.com/user"):
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"metadata": {"annotations": annotations}}}}
+
+
+def build(tj, rt, *existing):
+    objects = build_objects(tj, rt, list(existing), key_generator=fixed_key)
+    (pg,) = by_kind(objects, "PodGroup")
+    pods = [j["template"]["spec"]["template"]["spec"] for j in the_jobset(objects)["spec"]["replicatedJobs"]]
+    return pg["spec"], [p.get("priorityClassName") for p in pods]
+
+
+# ---- the namespace's policy ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("ns,queue,classes,default", [
+    (namespace(), "team-a", ("team-a-default", "training-high"), "team-a-default"),
+    (namespace(granted=" a , b ,", default=None), "team-a", ("a", "b"), None),
+    (namespace(queue=None, granted=None, default=None), None, None, None),
+    (None, None, None, None),
+])
+def test_tenant_policy_from_namespace(ns, queue, classes, default):
+    policy = tenant_policy(ns)
+    assert (policy.queue, policy.priority_classes, policy.default_priority_class) == (queue, classes, default)
+
+
+# ---- build: defaults and the priority label ------------------------------------------------------
+
+@pytest.mark.parametrize("rt_annotations,tj_spec,labels,pod,expected", [
+    # a catalog ClusterTrainingRuntime naming no queue or class: the namespace's queue and default class
+    (None, {}, {}, {}, ("team-a", "team-a-default", ["team-a-default"])),
+    # a TrainingRuntime pinning both: kept
+    ({QUEUE: "team-a"}, {}, {}, {"priorityClassName": "team-a-default"}, ("team-a", "team-a-default", ["team-a-default"])),
+    # the TrainJob's label replaces the runtime's class on the pods and hence on the PodGroup
+    ({QUEUE: "team-a"}, {}, {PRIO: "training-high"}, {"priorityClassName": "team-a-default", "priority": 1000},
+     ("team-a", "training-high", ["training-high"])),
+    # a queue named by a runtime patch wins over the namespace default (admission decides if it is allowed)
+    (None, {"runtimePatches": [patch_annotations({QUEUE: "other"})]}, {}, {}, ("other", "team-a-default", ["team-a-default"])),
+])
+def test_build_applies_namespace_defaults_and_priority_label(rt_annotations, tj_spec, labels, pod, expected):
+    kind = "TrainingRuntime" if rt_annotations else "ClusterTrainingRuntime"
+    tj = labelled(trainjob(kind=kind, trainer={"numNodes": 1}, **tj_spec), **labels)
+    spec, pod_classes = build(tj, volcano_runtime(rt_annotations, kind=kind, **pod), namespace())
+    assert (spec.get("queue"), spec.get("priorityClassName"), pod_classes) == expected
+
+
+def test_build_without_namespace_is_upstream_but_the_label_still_selects():
+    spec, classes = build(trainjob(trainer={"numNodes": 1}), volcano_runtime())
+    assert "queue" not in spec and "priorityClassName" not in spec and classes == [None]
+    spec, classes = build(labelled(trainjob(trainer={"numNodes": 1}), **{PRIO: "training-high"}), volcano_runtime())
+    assert spec["priorityClassName"] == "training-high" and classes == ["training-high"]
+
+
+def test_default_class_fills_only_pod_templates_without_one():
+    rt = runtime(jobs=[job("init", "dataset-initializer", [{"name": "dataset-initializer"}], priorityClassName="low"),
+                       job("node", "trainer")], ml={"torch": {}}, pod_group={"volcano": {}})
+    spec, classes = build(trainjob(trainer={"numNodes": 1}), rt, namespace())
+    assert classes == ["low", "team-a-default"] and spec["priorityClassName"] == "team-a-default"
+
+
+# ---- admission ----------------------------------------------------------------------------------
+
+QUEUE_HINT = '(the Volcano queue of namespace ns; name no queue to get it)'
+
+
+@pytest.mark.parametrize("tj,rt,expected", [
+    (trainjob(), volcano_runtime(), []),
+    (trainjob(), volcano_runtime({QUEUE: "team-a"}), []),
+    (trainjob(annotations={QUEUE: "team-b"}), volcano_runtime(),
+     [f'spec.annotations[{QUEUE}]: Unsupported value: "team-b": supported values: "team-a" {QUEUE_HINT}']),
+    (trainjob(runtimePatches=[patch_annotations({QUEUE: "team-a"}), patch_annotations({QUEUE: "team-b"}, "b.io/x")]),
+     volcano_runtime(),
+     [f'spec.runtimePatches[1].trainingRuntimeSpec.template.metadata.annotations[{QUEUE}]: Unsupported value: '
+      f'"team-b": supported values: "team-a" {QUEUE_HINT}']),
+    (trainjob(), volcano_runtime({QUEUE: "default"}),
+     [f'spec.runtimeRef: Unsupported value: "default": supported values: "team-a" {QUEUE_HINT}']),
+    (labelled(trainjob(), **{PRIO: "training-high"}), volcano_runtime(), []),
+    (labelled(trainjob(), **{PRIO: "team-b-default"}), volcano_runtime(),
+     [f'metadata.labels[{PRIO}]: Unsupported value: "team-b-default": supported values: "team-a-default", '
+      '"training-high" (the priority classes namespace ns was granted)']),
+    (trainjob(), volcano_runtime(priorityClassName="team-b-default"),
+     ['spec.runtimeRef: Unsupported value: "team-b-default": the runtime\'s pods use priorityClassName '
+      "'team-b-default', which namespace ns was not granted; select a granted class with the label "
+      f'{PRIO} (supported values: "team-a-default", "training-high")']),
+    # the label overrides the runtime's class, so only the label is checked
+    (labelled(trainjob(), **{PRIO: "training-high"}), volcano_runtime(priorityClassName="team-b-default"), []),
+])
+def test_tenant_admission(tj, rt, expected):
+    queues = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q}}
+              for q in ("team-a", "team-b", "default")]
+    classes = [priority_class(n) for n in ("training-high", "team-a-default", "team-b-default")]
+    cluster = [namespace(), *classes, *queues]
+    result = validate_trainjob(tj, rt, cluster_objects=cluster)
+    assert [str(e) for e in result.errors] == expected
+
+
+def test_plain_namespace_only_requires_the_selected_class_to_exist():
+    tj = labelled(trainjob(annotations={QUEUE: "default"}), **{PRIO: "nope"})
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
+    errors = validate_trainjob(tj, volcano_runtime(), cluster_objects=[queue]).errors
+    assert [str(e) for e in errors] == [f'metadata.labels[{PRIO}]: Invalid value: "nope": PriorityClass "nope" doesn\'t exist']
+    assert validate_trainjob(tj, volcano_runtime(), cluster_objects=[queue, priority_class("nope")]).allowed
+
+
+def test_admission_review_reads_the_namespace_and_refuses_another_tenants_queue():
+    reads = []
+
+    def lookup(kind, name, ns=None):
+        reads.append((kind, name))
+        return {"ClusterTrainingRuntime": volcano_runtime(), "Namespace": namespace()}.get(kind)
+
+    review = {"request": {"uid": "u1", "operation": "CREATE", "kind": {"kind": "TrainJob"},
+                          "object": trainjob(annotations={QUEUE: "team-b"}, trainer={"numNodes": 1})}}
+    response = admission_review_response(review, lookup)["response"]
+    assert ("Namespace", "ns") in reads
+    assert response["allowed"] is False
+    assert f'spec.annotations[{QUEUE}]: Unsupported value: "team-b": supported values: "team-a"' \
+        in response["status"]["message"]
