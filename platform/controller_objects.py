@@ -144,8 +144,19 @@ def render_controller_services(spec: ControllerSpec) -> list[dict]:
     ]
 
 
+def render_pod_disruption_budget(spec: ControllerSpec) -> list[dict]:
+    """With two or more replicas a drain keeps one: the webhook (failurePolicy Fail) must stay reachable."""
+    if spec.replicas < 2:
+        return []
+    return [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(NAME, spec.namespace),
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}}]
+
+
 def render_webhook_cert_request(spec: ControllerSpec) -> list[dict]:
-    """In-cluster serving certificate via cert-manager (self-signed issuer), which also injects caBundle."""
+    """In-cluster serving certificate via cert-manager (self-signed issuer), which also injects caBundle.
+    Nothing for `certificate: provided`: the operator's Secret is used as is."""
+    if spec.webhook.certificate != "cert-manager":
+        return []
     dns = f"{NAME}-webhook.{spec.namespace}.svc"
     return [
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": _meta(f"{NAME}-selfsigned", spec.namespace),
@@ -163,7 +174,8 @@ def render_controller_webhook(spec: ControllerSpec, ca_pem: str | None = None) -
         obj = webhook_configuration(ca_b64, url=spec.webhook.url)
     else:
         obj = webhook_configuration(ca_b64, service={"name": f"{NAME}-webhook", "namespace": spec.namespace, "port": 443})
-        obj["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": f"{spec.namespace}/{CERT_SECRET}"}
+        if spec.webhook.certificate == "cert-manager":
+            obj["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": f"{spec.namespace}/{CERT_SECRET}"}
         for hook in obj["webhooks"]:
             if not ca_b64:
                 hook["clientConfig"].pop("caBundle", None)

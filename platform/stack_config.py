@@ -100,6 +100,17 @@ class WebhookSpec:
     ca_bundle_file: str | None = None
     """PEM CA that signed the webhook's serving cert (URL mode; the local cluster writes one)."""
     failure_policy: str = "Fail"
+    certificate: str | None = None
+    """Service mode only: where the serving certificate (Secret trainyard-webhook-cert) comes from, one of
+    WEBHOOK_CERTIFICATE_SOURCES. No default: a wrong guess refuses every TrainJob (failurePolicy Fail)."""
+
+
+WEBHOOK_CERTIFICATE_SOURCES = {
+    "cert-manager": "cert-manager (a prerequisite, already running in the cluster) issues it from a self-signed "
+                    "Issuer and injects the CA bundle",
+    "provided": "the operator creates Secret trainyard-webhook-cert (tls.crt, tls.key) in the controller namespace "
+                "and sets webhook.caBundleFile to the CA that signed it",
+}
 
 
 @dataclass(frozen=True)
@@ -353,6 +364,7 @@ def parse_stack_config(values: Mapping[str, Any], *, file: str) -> tuple[StackCo
             url=r.scalar(hook, "url", f"{ns}:controller.webhook", str),
             ca_bundle_file=r.scalar(hook, "caBundleFile", f"{ns}:controller.webhook", str),
             failure_policy=r.scalar(hook, "failurePolicy", f"{ns}:controller.webhook", str, default="Fail"),
+            certificate=r.scalar(hook, "certificate", f"{ns}:controller.webhook", str),
         ),
     )
     up = r.mapping(values.get("upstream"), f"{ns}:upstream")

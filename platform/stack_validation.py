@@ -16,6 +16,7 @@ from trainyard.platform.stack_config import (
     POD_SECURITY_LEVELS,
     StackConfig,
     TenantSpec,
+    WEBHOOK_CERTIFICATE_SOURCES,
     parse_stack_config,
     raise_on,
 )
@@ -230,10 +231,38 @@ def check_controller(config: StackConfig) -> list[ConfigProblem]:
     if ctl.webhook.failure_policy not in ("Fail", "Ignore"):
         out.append(ConfigProblem(config.file, f"{base}.webhook.failurePolicy", f"{ctl.webhook.failure_policy!r}",
                                  "use Fail or Ignore"))
+    out += check_webhook_certificate(config)
     if not config.controllers_run_locally and not (config.kubeconfig or config.kube_context):
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:kubeContext", "no kubeconfig or context for this stack",
                                  "set trainyard:kubeconfig and/or trainyard:kubeContext (no ambient kubeconfig is used)"))
     return out
+
+
+def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:
+    """An in-cluster webhook needs a serving certificate the stack names explicitly (nothing is assumed)."""
+    hook, path = config.controller.webhook, f"{NAMESPACE}:controller.webhook"
+    choices = "; ".join(f"`{name}`: {meaning}" for name, meaning in WEBHOOK_CERTIFICATE_SOURCES.items())
+    if hook.url:  # URL mode (local processes): the caller's own certificate, no Secret involved
+        if hook.certificate:
+            return [ConfigProblem(config.file, f"{path}.certificate", "is only used when the webhook is reached "
+                                  "through the controller's Service", "remove it, or remove webhook.url")]
+        return []
+    if config.controllers_run_locally:
+        return []
+    if hook.certificate is None:
+        return [ConfigProblem(config.file, f"{path}.certificate",
+                              "the in-cluster webhook needs a serving certificate and the stack does not say where "
+                              "it comes from", f"set it to one of: {choices}")]
+    if hook.certificate not in WEBHOOK_CERTIFICATE_SOURCES:
+        return [ConfigProblem(config.file, f"{path}.certificate", f"{hook.certificate!r} is not a certificate source",
+                              f"use one of: {choices}")]
+    if hook.certificate == "provided" and not hook.ca_bundle_file:
+        return [ConfigProblem(config.file, f"{path}.caBundleFile", "`certificate: provided` needs the CA bundle "
+                              "that signed Secret trainyard-webhook-cert", "set caBundleFile to that CA's PEM file")]
+    if hook.certificate == "cert-manager" and hook.ca_bundle_file:
+        return [ConfigProblem(config.file, f"{path}.caBundleFile", "cert-manager injects the CA bundle",
+                              "remove caBundleFile, or use `certificate: provided`")]
+    return []
 
 
 RULES = (check_names, check_duplicates, check_cluster, check_capacity, check_queue_parents,

@@ -104,13 +104,13 @@ PLATFORM_STACK = "it"
 
 
 class PlatformStack:
-    """The local stack's program deployed on the test cluster through the Automation API.
+    """The repository's platform program deployed on a test cluster through the Automation API.
 
-    The project is the repository's own (Pulumi.yaml, __main__.py, stacks/Pulumi.local.yaml), copied to
-    a temp directory with the stack file pointed at the test cluster, so tests never write into stacks/.
+    The project is the repository's own (Pulumi.yaml, __main__.py), copied to a temp directory with a
+    stack file built from one of stacks/ and pointed at the test cluster, so tests never write into stacks/.
     """
 
-    def __init__(self, cluster: Cluster, workdir):
+    def __init__(self, cluster_name: str, workdir, values: dict | None = None, stack: str = PLATFORM_STACK):
         from pulumi import automation as auto
 
         from trainyard.paths import repo_root
@@ -118,35 +118,32 @@ class PlatformStack:
         from trainyard.toolchain.versions import tool
 
         root = repo_root()
-        self.cluster = cluster
+        self.cluster_name = cluster_name
+        self.cluster = None  # the session's Cluster handle, when deployed on it
         self.workdir = workdir
+        self.stack_name = stack
         (workdir / "stacks").mkdir(parents=True, exist_ok=True)
         project = yaml.safe_load((root / "Pulumi.yaml").read_text())
         project["runtime"]["options"]["virtualenv"] = str(root / ".venv")
         (workdir / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
         (workdir / "__main__.py").write_text((root / "__main__.py").read_text())
-        self.values = yaml.safe_load((root / "stacks" / "Pulumi.local.yaml").read_text())
-        paths = local.ClusterPaths.for_name(cluster.name)
-        self.values["config"].update({
-            "trainyard:kubeconfig": str(paths.kubeconfig),
-            "trainyard:kubeContext": f"kwok-{cluster.name}",
-        })
-        self.values["config"]["trainyard:controller"]["webhook"].update({
-            "url": f"https://127.0.0.1:{cluster.spec.ports.port('controller_webhook')}",
-            "caBundleFile": str(paths.certs / "ca.crt"),
-        })
+        paths = local.ClusterPaths.for_name(cluster_name)
+        if values is None:  # the local stack, bound to this cluster as `trainyard up` binds it
+            from trainyard import stack_deploy
+
+            values = stack_deploy.bind_to_local_cluster(stack_deploy.read_stack_file("local"),
+                                                        local.read_state(cluster_name), paths.certs)
+        self.values = values
         self.write_config()
-        env = offline_env()
-        env["PULUMI_BACKEND_URL"] = f"file://{workdir / 'state'}"
-        (workdir / "state").mkdir(exist_ok=True)
+        env = offline_env(backend_dir=workdir / "state")
         self.env = env
         install_plugins()
         command = auto.PulumiCommand(root=str(tool("pulumi").install_dir), skip_version_check=True)
         workspace = auto.LocalWorkspace(work_dir=str(workdir), pulumi_command=command, env_vars=env)
-        self.stack = auto.Stack.create_or_select(PLATFORM_STACK, workspace)
+        self.stack = auto.Stack.create_or_select(stack, workspace)
 
     def write_config(self) -> None:
-        (self.workdir / "stacks" / f"Pulumi.{PLATFORM_STACK}.yaml").write_text(yaml.safe_dump(self.values))
+        (self.workdir / "stacks" / f"Pulumi.{self.stack_name}.yaml").write_text(yaml.safe_dump(self.values))
 
     def up(self):
         """What `trainyard platform up` does: up, then refresh (records the live state of adopted objects)."""
@@ -164,6 +161,13 @@ class PlatformStack:
 @pytest.fixture(scope="session")
 def platform(cluster, tmp_path_factory):
     ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
-    stack = PlatformStack(cluster, tmp_path_factory.mktemp("platform"))
+    stack = PlatformStack(cluster.name, tmp_path_factory.mktemp("platform"))
+    stack.cluster = cluster
     stack.up()
     return stack
+
+
+@pytest.fixture(scope="session")
+def platform_stack():
+    """The PlatformStack class, for tests that deploy stacks of their own (other clusters, other stacks)."""
+    return PlatformStack

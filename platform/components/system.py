@@ -23,13 +23,26 @@ from trainyard.queues.scheduler_config import CONFIGMAP_NAMESPACE, render, sched
 from trainyard.queues.volcano_queues import render_queue
 
 CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+JOBSET_NAMESPACE = "jobset-system"
 
 
-def protect_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    """Deleting a CRD deletes every object of its kind cluster-wide (users' TrainJobs too)."""
-    if args.type_ == CRD_TYPE:
-        return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(protect=True)))
-    return None
+def crd_policy(protect: bool, retain: bool):
+    """A transform giving a chart's CRDs the same protect/retain policy as the platform's own CRDs:
+    deleting a CRD deletes every object of its kind cluster-wide (users' jobs too)."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ != CRD_TYPE:
+            return None
+        policy = pulumi.ResourceOptions(protect=protect, retain_on_delete=retain)
+        return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, policy))
+
+    return transform
+
+
+def chart_namespace(name: str, parent: pulumi.Resource) -> pulumi.Resource:
+    """Helm charts do not create their release namespace (`helm --create-namespace` does); we do."""
+    return register({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
+        "app.kubernetes.io/part-of": "trainyard"}}}, child(parent))
 
 
 class Crds(pulumi.ComponentResource):
@@ -51,8 +64,9 @@ class JobSet(pulumi.ComponentResource):
         super().__init__(type_token("platform", "JobSet"), name, None, opts)
         if not config.controllers_run_locally and chart_dir is not None:
             repository, _, tag = config.upstream.jobset_image.rpartition(":")
-            k8s.helm.v4.Chart(f"{name}-chart", chart=str(chart_dir), namespace="jobset-system", skip_crds=True,
-                              values={"image": {"repository": repository, "tag": tag}}, opts=child(self))
+            namespace = chart_namespace(JOBSET_NAMESPACE, self)
+            k8s.helm.v4.Chart(f"{name}-chart", chart=str(chart_dir), namespace=JOBSET_NAMESPACE, skip_crds=True,
+                              values={"image": {"repository": repository, "tag": tag}}, opts=child(self, [namespace]))
         self.register_outputs({})
 
 
@@ -73,6 +87,8 @@ class Volcano(pulumi.ComponentResource):
             for policy in policies:
                 register(policy, child(self))
         else:
+            namespace = chart_namespace(CONFIGMAP_NAMESPACE, self)
+            policy = config.policies
             k8s.helm.v4.Chart(f"{name}-chart", chart=str(chart_dir), namespace=CONFIGMAP_NAMESPACE, name="volcano",
                               values={
                                   "basic": {"image_registry": config.upstream.volcano_registry,
@@ -80,7 +96,8 @@ class Volcano(pulumi.ComponentResource):
                                   "custom": {"admission_enable": False, "vap_enable": True,
                                              "scheduler_config_override": render(config.scheduler)},
                               },
-                              opts=child(self, transforms=[protect_crds] if config.policies.protect_crds else []))
+                              opts=child(self, [namespace],
+                                         transforms=[crd_policy(policy.protect_crds, policy.retain_crds)]))
         self.register_outputs({"schedulerConfig": render(config.scheduler)})
 
 
@@ -120,7 +137,8 @@ class TrainyardController(pulumi.ComponentResource):
         self._register_sdk_public_info(spec, namespace)
         ready: list[pulumi.Resource] = []
         if not config.controllers_run_locally:
-            for obj in ctl.render_webhook_cert_request(spec) + ctl.render_controller_services(spec):
+            for obj in (ctl.render_webhook_cert_request(spec) + ctl.render_controller_services(spec)
+                        + ctl.render_pod_disruption_budget(spec)):
                 register(obj, in_namespace)
             ready.append(register(ctl.render_controller_deployment(spec), in_namespace))
         ca_pem = None

@@ -25,8 +25,8 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def write_serving_pair(directory: Path, common_name: str = "trainyard-local") -> bytes:
-    """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1/localhost) and return the CA PEM.
+def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dns_names: tuple[str, ...] = ()) -> bytes:
+    """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1, localhost and `dns_names`) and return the CA PEM.
 
     Files already present are reused so restarts keep the caBundle registered in the cluster valid.
     """
@@ -49,8 +49,8 @@ def write_serving_pair(directory: Path, common_name: str = "trainyard-local") ->
         x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in ("localhost", *dns_names)]
+                                                   + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )

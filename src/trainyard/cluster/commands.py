@@ -40,17 +40,19 @@ def make_spec(**values) -> ClusterSpec:
         raise  # unreachable: fail exits
 
 
-def start(spec: ClusterSpec, provider: str = "kwok") -> dict:
+def start(spec: ClusterSpec, provider: str = "kwok", bare: bool = False) -> dict:
     """Start the cluster with the chosen provider; a running cluster is left alone."""
     if provider not in PROVIDERS:
         fail(f"--provider {provider!r}: use one of {', '.join(PROVIDERS)}", 2)
+    if bare and provider != "kwok":
+        fail("--bare is a kwok option (kind clusters start without trainyard's local controllers anyway)", 2)
     try:
         if provider == "kind":
             from trainyard.cluster import kind
 
             kind.up(spec, echo=console.print)
             return local.read_state(spec.name) or {}
-        return local.up(spec, echo=console.print)
+        return local.up(spec, echo=console.print, controllers=not bare)
     except local.ClusterError as exc:
         fail(str(exc))
         raise
@@ -66,11 +68,13 @@ def up(
     port_base: int = PORT_BASE,
     provider: str = PROVIDER,
     feature_gates: str = FEATURE_GATES,
+    bare: bool = typer.Option(False, "--bare", help="Control plane and GPU nodes only, no local controllers: "
+                              "deploy an in-cluster stack (controllersRunLocally: false) onto it; kwok runs its pods."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
                      port_base=port_base, feature_gates=feature_gates)
-    start(spec, provider)
+    start(spec, provider, bare)
     print_status(name)
 
 

@@ -182,8 +182,12 @@ def _jobset_webhooks(ca_pem: bytes, spec: ClusterSpec, manifest: Path) -> list[d
     return out
 
 
-def up(spec: ClusterSpec, echo=print) -> dict:
-    """Start the cluster and its controllers; a running cluster is left alone."""
+def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
+    """Start the cluster and its controllers; a running cluster is left alone.
+
+    `controllers=False` (`cluster up --bare`) stops after the control plane and the GPU nodes: a cluster to
+    deploy an in-cluster stack onto (controllersRunLocally: false), whose pods kwok then runs.
+    """
     paths = ClusterPaths.for_name(spec.name)
     if is_running(spec.name):
         echo(f"cluster {spec.name!r} is already running (kubeconfig {paths.kubeconfig}); nothing changed")
@@ -206,7 +210,8 @@ def up(spec: ClusterSpec, echo=print) -> dict:
     shutil.copyfile(generated, paths.kubeconfig)
     paths.kubeconfig.chmod(0o600)
     state = {"name": spec.name, "provider": "kwok", "spec": asdict(spec), "ports": spec.ports.all(),
-             "kubeconfig": str(paths.kubeconfig), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+             "kubeconfig": str(paths.kubeconfig), "controllers": controllers,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     paths.state.write_text(json.dumps(state, indent=2))
 
     def kc(*args: str, input_text: str | None = None) -> str:
@@ -215,6 +220,9 @@ def up(spec: ClusterSpec, echo=print) -> dict:
 
     echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks)")
     kc("create", "-f", "-", input_text=yaml.safe_dump_all(cluster_spec.gpu_nodes(spec)))
+    if not controllers:
+        echo(f"cluster {spec.name!r} is up (bare: control plane and GPU nodes only)")
+        return state
 
     manifests = _upstream_manifests()
     echo("installing JobSet and Volcano CRDs from the pinned modules")

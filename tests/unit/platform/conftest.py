@@ -10,6 +10,7 @@ FILE = "stacks/Pulumi.test.yaml"
 
 VALID = {
     "kubeconfig": "/tmp/kubeconfig", "kubeContext": "test",
+    "controller": {"webhook": {"certificate": "cert-manager"}},
     "cluster": {"nodes": 4, "gpusPerNode": 8, "cpuPerNode": 96, "memoryPerNode": "1024Gi"},
     "priorityClasses": [{"name": "train-default", "value": 1000}, {"name": "train-high", "value": 10000}],
     "tenants": [

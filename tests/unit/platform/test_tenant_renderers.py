@@ -123,9 +123,29 @@ def test_controller_deployment_runs_the_cli_with_config_image_and_replicas():
 def test_webhook_url_mode_for_local_and_service_mode_in_cluster():
     local = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(url="https://127.0.0.1:26431")), "PEM")
     assert local["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:26431/")
-    incluster = ctl.render_controller_webhook(ControllerSpec())
+    incluster = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(certificate="cert-manager")))
     assert incluster["webhooks"][0]["clientConfig"]["service"]["name"] == "trainyard-controller-webhook"
     assert "cert-manager.io/inject-ca-from" in incluster["metadata"]["annotations"]
+    assert "caBundle" not in incluster["webhooks"][0]["clientConfig"], "cert-manager injects it"
+
+
+@pytest.mark.parametrize("source,objects", [("cert-manager", ["Issuer", "Certificate"]), ("provided", [])])
+def test_certificate_source_decides_what_the_stack_creates(source, objects):
+    spec = ControllerSpec(webhook=WebhookSpec(certificate=source, ca_bundle_file="/ca.crt" if source == "provided" else None))
+    assert [o["kind"] for o in ctl.render_webhook_cert_request(spec)] == objects
+    hook = ctl.render_controller_webhook(spec, "PEM" if source == "provided" else None)
+    assert ("cert-manager.io/inject-ca-from" in hook["metadata"].get("annotations", {})) is (source == "cert-manager")
+    if source == "provided":
+        assert hook["webhooks"][0]["clientConfig"]["caBundle"] == "UEVN"  # base64 of the given PEM
+
+
+@pytest.mark.parametrize("replicas,pdbs", [(1, 0), (2, 1), (3, 1)])
+def test_a_pod_disruption_budget_keeps_one_webhook_replica_through_drains(replicas, pdbs):
+    budget = ctl.render_pod_disruption_budget(ControllerSpec(replicas=replicas))
+    assert len(budget) == pdbs
+    if budget:
+        assert budget[0]["spec"] == {"minAvailable": 1,
+                                     "selector": {"matchLabels": {"app.kubernetes.io/name": "trainyard-controller"}}}
 
 
 def test_policy_pack_tenant_coverage_reports_missing_pieces(tenant):
