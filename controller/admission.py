@@ -186,7 +186,8 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
     for check in (_initializer_errors, _patch_errors, _override_errors, _ml_policy_errors):
         result.errors += check(trainjob, runtime)
     result.errors += _update_errors(trainjob, old_tj, cluster_objects)
-    result.errors += _volcano_errors(trainjob, runtime, cluster_objects) + tenant_errors(trainjob, runtime, cluster_objects)
+    result.errors += _volcano_errors(trainjob, runtime, cluster_objects)
+    result.errors += tenant_errors(trainjob, runtime, cluster_objects, old_tj)
     if not result.errors:
         result.errors += _trial_build_errors(trainjob, runtime)
     return result

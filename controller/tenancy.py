@@ -113,9 +113,19 @@ def admission_lookups(trainjob: dict) -> list[tuple[str, str, str | None]]:
     return wanted
 
 
-def admission_errors(trainjob: dict, runtime: dict, cluster_objects: Iterable[dict]) -> list[FieldError]:
-    """Queue and priority class against the namespace's tenant policy (and the selected class must exist)."""
+def admission_errors(trainjob: dict, runtime: dict, cluster_objects: Iterable[dict], old: dict | None = None) -> list[FieldError]:
+    """Queue and priority class against the namespace's tenant policy (and the selected class must exist).
+    On update only what the update introduces: a TrainJob created before its namespace became a tenant (or
+    before a grant was withdrawn) can still be suspended or deleted; the reconcile reports the refusal."""
     cluster_objects = list(cluster_objects)
+    errors = _policy_errors(trainjob, runtime, cluster_objects)
+    if old is None:
+        return errors
+    before = {str(e) for e in _policy_errors(old, runtime, cluster_objects)}
+    return [e for e in errors if str(e) not in before]
+
+
+def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -> list[FieldError]:
     policy = namespace_policy(trainjob, cluster_objects)
     namespace = k8s.namespace_of(trainjob)
     errors = []

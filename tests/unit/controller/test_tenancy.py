@@ -152,3 +152,15 @@ def test_admission_review_reads_the_namespace_and_refuses_another_tenants_queue(
     assert response["allowed"] is False
     assert f'spec.annotations[{QUEUE}]: Unsupported value: "team-b": supported values: "team-a"' \
         in response["status"]["message"]
+
+
+def test_update_is_refused_only_for_what_it_introduces():
+    """A TrainJob admitted before its namespace became a tenant can still be suspended; relabelling it cannot."""
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
+    rt, cluster = volcano_runtime({QUEUE: "default"}), [namespace(), priority_class("training-high"), queue]
+    old = trainjob(suspend=False)
+    assert not validate_trainjob(trainjob(suspend=False), rt, cluster_objects=cluster).allowed  # as a create
+    assert validate_trainjob(trainjob(suspend=True), rt, old, cluster_objects=cluster).allowed
+    relabelled = labelled(trainjob(suspend=True), **{PRIO: "team-b-default"})
+    assert [e.field for e in validate_trainjob(relabelled, rt, old, cluster_objects=cluster).errors] == \
+        [f"metadata.labels[{PRIO}]"]

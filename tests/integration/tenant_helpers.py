@@ -1,0 +1,160 @@
+"""A tenant as the platform renders it (Namespace, Volcano queue, quotas, RBAC, queue guard), applied to the
+test cluster without Pulumi, plus the TrainJob/runtime builders and waits the tenant tests share."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field, replace
+
+from trainyard.cluster.local import ClusterError
+from trainyard.platform import tenant_objects as objs
+from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
+from trainyard.platform.stack_config import PolicySpec, TenantGroups, TenantQuota, TenantSpec
+from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
+from trainyard.queues.volcano_queues import QueueSpec
+
+GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+PRIORITY_LABEL = "trainyard.dev/priority-class"
+FAILED = "ResourcesCreationFailed"
+
+
+@dataclass
+class Tenant:
+    spec: TenantSpec
+    created: list[tuple[str, ...]] = field(default_factory=list)
+
+    @property
+    def ns(self) -> str:
+        return self.spec.namespace
+
+    @property
+    def queue(self) -> str:
+        return self.spec.queue.name
+
+    @property
+    def user(self) -> tuple[str, str]:
+        return "alice-" + self.spec.name, self.spec.groups.users[0]
+
+
+def tenant_spec(gpus: int = 16, train_jobs: int = 50, priority_classes: tuple[str, ...] = (),
+                default_priority_class: str | None = None, queue_gpus: int | None = None) -> TenantSpec:
+    name = f"tn-{uuid.uuid4().hex[:6]}"
+    capability = {"nvidia.com/gpu": gpus if queue_gpus is None else queue_gpus, "cpu": 192, "memory": "2048Gi"}
+    return TenantSpec(name=name, namespace=name, catalog_version="1.2.0",
+                      queue=QueueSpec(name=name, capability=capability),
+                      quota=TenantQuota(cpu=192, memory="2048Gi", gpu=gpus, train_jobs=train_jobs),
+                      default_priority_class=default_priority_class, priority_classes=priority_classes,
+                      groups=TenantGroups(admins=(f"{name}-admins",), users=(f"{name}-users",)))
+
+
+def tenant_objects(spec: TenantSpec) -> list[dict]:
+    """What platform/components/tenancy.py registers for one tenant (NetworkPolicy left out)."""
+    return [objs.render_namespace(spec, PolicySpec(pod_security="baseline")), objs.render_resource_quota(spec),
+            *objs.render_priority_quotas(spec), objs.render_limit_range(spec), *render_tenant_rbac(spec),
+            objs.render_tenant_queue(spec), render_queue_guard_binding(spec)]
+
+
+def shared_objects() -> list[dict]:
+    return [render_queue_guard_policy(), runtime_reader_cluster_role()]
+
+
+def add_tenant(cluster, spec: TenantSpec) -> Tenant:
+    if spec.namespace not in cluster.created_namespaces:
+        cluster.created_namespaces.append(spec.namespace)  # deleted after the test
+    cluster.apply(*tenant_objects(spec))
+    return Tenant(spec)
+
+
+def remove_tenant(cluster, spec: TenantSpec) -> None:
+    """The cluster-scoped pieces (the namespace goes with the test's namespaces)."""
+    for kind, name in (("queues.scheduling.volcano.sh", spec.queue.name),
+                       ("validatingadmissionpolicybinding", render_queue_guard_binding(spec)["metadata"]["name"]),
+                       ("clusterrolebinding", f"trainyard:runtime-reader:{spec.name}")):
+        cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false")
+
+
+def with_gpus(spec: TenantSpec, gpus: int) -> TenantSpec:
+    """The same tenant after the platform team raised its GPU quota and queue capability."""
+    return replace(spec, quota=replace(spec.quota, gpu=gpus),
+                   queue=replace(spec.queue, capability={**spec.queue.capability, "nvidia.com/gpu": gpus}))
+
+
+def runtime(name: str, gpus: int = 8, annotations: dict | None = None) -> dict:
+    """A catalog-style ClusterTrainingRuntime: Volcano gang, no queue, no priority class."""
+    template: dict = {"spec": {"replicatedJobs": [{
+        "name": "node",
+        "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                     "spec": {"template": {"spec": {
+                         "schedulerName": "volcano",
+                         "containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                                         "command": ["torchrun", "train.py"],
+                                         "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}}]}}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": {"volcano": {}}, "template": template}}
+
+
+def trainjob(name: str, ns: str, runtime_name: str, nodes: int = 1, labels: dict | None = None, **spec) -> dict:
+    meta: dict = {"name": name, "namespace": ns}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": meta,
+            "spec": {"runtimeRef": {"name": runtime_name}, "trainer": {"numNodes": nodes}, **spec}}
+
+
+def priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def create(cluster, obj: dict, as_user: tuple[str, str] | None = None) -> str:
+    args = [f"--as={as_user[0]}", f"--as-group={as_user[1]}"] if as_user else []
+    return cluster.kubectl(*args, "create", "-f", "-", input_text=json.dumps(obj))
+
+
+def create_error(cluster, obj: dict, as_user: tuple[str, str] | None = None) -> str:
+    """The API server's refusal of a create (the test fails if it is accepted)."""
+    try:
+        create(cluster, obj, as_user)
+    except ClusterError as exc:  # kubectl's non-zero exit, with the API server's message
+        return str(exc)
+    raise AssertionError(f"{obj['kind']} {obj['metadata']['name']} was accepted")
+
+
+def get_trainjob(cluster, name: str, ns: str) -> dict | None:
+    return cluster.get_object(GROUP, VERSION, "trainjobs", name, ns)
+
+
+def podgroup(cluster, name: str, ns: str) -> dict | None:
+    return cluster.get_object("scheduling.volcano.sh", "v1beta1", "podgroups", name, ns)
+
+
+def jobset(cluster, name: str, ns: str) -> dict | None:
+    return cluster.get_object("jobset.x-k8s.io", "v1alpha2", "jobsets", name, ns)
+
+
+def condition(obj: dict | None, kind: str) -> dict | None:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def wait_failed(cluster, name: str, ns: str, reason: str, timeout: float = 60) -> dict:
+    return cluster.wait(lambda: (c := condition(get_trainjob(cluster, name, ns), FAILED)) and c["status"] == "True"
+                        and c["reason"] == reason and c, timeout=timeout, what=f"{FAILED}/{reason} on {ns}/{name}")
+
+
+def wait_cleared(cluster, name: str, ns: str, timeout: float = 90) -> dict:
+    """Backoff retries reach the fixed cause within the work queue's maximum delay (60 s)."""
+    return cluster.wait(lambda: (tj := get_trainjob(cluster, name, ns)) and condition(tj, FAILED) is None
+                        and jobset(cluster, name, ns) and tj, timeout=timeout, what=f"{FAILED} cleared on {ns}/{name}")
+
+
+def warning_events(cluster, name: str, ns: str) -> list:
+    events = cluster.core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+    return [e for e in events if e.type == "Warning" and e.involved_object.kind == "TrainJob"]
+
+
+def delete_cluster_object(cluster, kind: str, name: str) -> None:
+    cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false")

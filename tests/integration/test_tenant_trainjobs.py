@@ -1,0 +1,140 @@
+"""Tenant TrainJobs on the real API server, Volcano and the controller: the namespace's queue and default
+priority class from any runtime kind, priority selection by label, refusals at TrainJob create."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
+                            delete_cluster_object, get_trainjob, podgroup, priority_class, remove_tenant, runtime,
+                            shared_objects, tenant_spec, trainjob)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def shared(cluster):
+    cluster.apply(*shared_objects())
+    yield
+    delete_cluster_object(cluster, "validatingadmissionpolicy", shared_objects()[0]["metadata"]["name"])
+
+
+@pytest.fixture
+def classes(cluster):
+    suffix = uuid.uuid4().hex[:6]
+    names = {"default": f"it-default-{suffix}", "high": f"it-high-{suffix}", "other": f"it-other-{suffix}"}
+    cluster.apply(priority_class(names["default"], 100), priority_class(names["high"], 10000),
+                  priority_class(names["other"], 100))
+    yield names
+    for name in names.values():
+        delete_cluster_object(cluster, "priorityclass", name)
+
+
+@pytest.fixture
+def catalog_runtime(cluster):
+    name = f"catalog-{uuid.uuid4().hex[:6]}"
+    create(cluster, runtime(name))
+    yield name
+    delete_cluster_object(cluster, "clustertrainingruntime", name)
+
+
+def tenant_with(cluster, classes, **kwargs):
+    spec = tenant_spec(priority_classes=(classes["high"],), default_priority_class=classes["default"], **kwargs)
+    return add_tenant(cluster, spec)
+
+
+def pods(cluster, ns, trainjob_name):
+    return [p for p in cluster.core.list_namespaced_pod(ns).items
+            if (p.metadata.annotations or {}).get("scheduling.k8s.io/group-name") == trainjob_name]
+
+
+def test_tenant_user_trainjob_on_a_cluster_runtime_gets_the_tenant_queue_and_default_class(cluster, shared, classes,
+                                                                                        catalog_runtime):
+    """The issue's scenario: before, the PodGroup had no queue, the queue guard refused it and the job hung."""
+    tenant = tenant_with(cluster, classes)
+    try:
+        create(cluster, trainjob("ctr", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        pg = cluster.wait(lambda: podgroup(cluster, "ctr", tenant.ns), what="the PodGroup")
+        assert pg["spec"]["queue"] == tenant.queue
+        assert pg["spec"]["priorityClassName"] == classes["default"]
+        done = cluster.wait(lambda: (c := condition(get_trainjob(cluster, "ctr", tenant.ns), "Complete"))
+                            and c["status"] == "True", timeout=120, what="the TrainJob to complete")
+        assert done
+        assert condition(get_trainjob(cluster, "ctr", tenant.ns), FAILED) is None
+        ran = pods(cluster, tenant.ns, "ctr")
+        assert len(ran) == 2 and {p.spec.priority_class_name for p in ran} == {classes["default"]}
+        assert {p.spec.priority for p in ran} == {100}
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_admission_refuses_another_queue_and_an_ungranted_class_naming_field_and_allowed_values(
+        cluster, shared, classes, catalog_runtime):
+    tenant = tenant_with(cluster, classes)
+    queue_runtime = f"queued-{uuid.uuid4().hex[:6]}"
+    create(cluster, runtime(queue_runtime, annotations={QUEUE_ANNOTATION: "default"}))
+    try:
+        by_annotation = create_error(cluster, trainjob("q1", tenant.ns, catalog_runtime,
+                                                       annotations={QUEUE_ANNOTATION: "default"}), tenant.user)
+        assert "spec.annotations" in by_annotation and tenant.queue in by_annotation
+        by_runtime = create_error(cluster, trainjob("q2", tenant.ns, queue_runtime), tenant.user)
+        assert f'spec.runtimeRef: Unsupported value: "default": supported values: "{tenant.queue}"' in by_runtime
+        by_label = create_error(cluster, trainjob("p1", tenant.ns, catalog_runtime,
+                                                  labels={PRIORITY_LABEL: classes["other"]}), tenant.user)
+        allowed = f'"{classes["high"]}", "{classes["default"]}"'
+        assert (f'metadata.labels[{PRIORITY_LABEL}]: Unsupported value: "{classes["other"]}": supported values: '
+                f'{allowed}') in by_label
+        assert get_trainjob(cluster, "q1", tenant.ns) is None and get_trainjob(cluster, "p1", tenant.ns) is None
+    finally:
+        delete_cluster_object(cluster, "clustertrainingruntime", queue_runtime)
+        remove_tenant(cluster, tenant.spec)
+
+
+def blocker(tenant, name: str, priority: str) -> list[dict]:
+    """A bare 8-GPU gang of one in the tenant's queue that kwok keeps running (it completes only Jobs' pods)."""
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": tenant.ns},
+             "spec": {"minMember": 1, "queue": tenant.queue, "priorityClassName": priority,
+                      "minResources": {"nvidia.com/gpu": "8"}}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": tenant.ns, "annotations": {"scheduling.k8s.io/group-name": name}},
+           "spec": {"schedulerName": "volcano", "priorityClassName": priority,
+                    "containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    return [group, pod]
+
+
+def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_runs_it_first(
+        cluster, shared, classes, catalog_runtime):
+    """Queue capability 8 GPUs, held by a running gang; a default job then a training-high job wait. The gang
+    profile has no preempt action, so nothing is evicted; once the queue frees up the high one goes first."""
+    tenant = tenant_with(cluster, classes, gpus=24, queue_gpus=8)  # quota counts pending pods too
+    try:
+        cluster.apply(*blocker(tenant, "hold", classes["default"]))
+        cluster.wait(lambda: cluster.core.read_namespaced_pod("hold", tenant.ns).spec.node_name, what="the blocker bound")
+        create(cluster, trainjob("low", tenant.ns, catalog_runtime), as_user=tenant.user)
+        time.sleep(1)
+        create(cluster, trainjob("high", tenant.ns, catalog_runtime, labels={PRIORITY_LABEL: classes["high"]}),
+               as_user=tenant.user)
+        high_pg = cluster.wait(lambda: podgroup(cluster, "high", tenant.ns), what="the high PodGroup")
+        assert high_pg["spec"]["priorityClassName"] == classes["high"]
+        assert podgroup(cluster, "low", tenant.ns)["spec"]["priorityClassName"] == classes["default"]
+        waiting = cluster.wait(lambda: len(pods(cluster, tenant.ns, "low")) == 1 and pods(cluster, tenant.ns, "high"),
+                               what="both gangs' pods created")
+        assert {p.spec.priority_class_name for p in waiting} == {classes["high"]}
+        assert waiting[0].spec.priority == 10000
+        time.sleep(3)  # several scheduling periods: no preemption in the gang profile, both wait
+        assert cluster.core.read_namespaced_pod("hold", tenant.ns).status.phase == "Running"
+        assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low") + pods(cluster, tenant.ns, "high"))
+
+        cluster.kubectl("delete", "pod", "hold", "-n", tenant.ns, "--grace-period=0", "--force")
+        cluster.wait(lambda: any(p.spec.node_name for p in pods(cluster, tenant.ns, "high")), interval=0.2,
+                     what="the training-high gang bound")
+        assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low")), "the default gang went first"
+        cluster.wait(lambda: (c := condition(get_trainjob(cluster, "low", tenant.ns), "Complete")) and c["status"] == "True",
+                     timeout=120, what="the default gang to run after the high one")
+    finally:
+        remove_tenant(cluster, tenant.spec)

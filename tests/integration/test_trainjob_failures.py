@@ -1,0 +1,169 @@
+"""Every reconcile failure reaches the user: condition ResourcesCreationFailed with the cause, one Warning event
+per cause, backoff retries, and the condition gone once the cause is (real API server, quotas, queue guard)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tenant_helpers import (FAILED, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
+                            delete_cluster_object, get_trainjob, jobset, podgroup, remove_tenant, runtime,
+                            shared_objects, tenant_objects, tenant_spec, trainjob, wait_cleared, wait_failed,
+                            warning_events, with_gpus)
+
+pytestmark = pytest.mark.integration
+
+EVENT = "TrainJobResourcesCreationFailed"
+
+
+@pytest.fixture(scope="module")
+def shared(cluster):
+    cluster.apply(*shared_objects())
+    yield
+    delete_cluster_object(cluster, "validatingadmissionpolicy", shared_objects()[0]["metadata"]["name"])
+
+
+@pytest.fixture
+def catalog_runtime(cluster):
+    name = f"catalog-{uuid.uuid4().hex[:6]}"
+    create(cluster, runtime(name))
+    yield name
+    delete_cluster_object(cluster, "clustertrainingruntime", name)
+
+
+def touch(cluster, name, ns):
+    """An edit by the user: the controller reconciles at once instead of at the next backoff step."""
+    cluster.kubectl("annotate", "trainjob", name, "-n", ns, f"touched={time.monotonic_ns()}", "--overwrite")
+
+
+def events_with(cluster, name, ns, text):
+    return [e for e in warning_events(cluster, name, ns) if e.reason == EVENT and text in e.message]
+
+
+def quota(name, ns, hard):
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns}, "spec": {"hard": hard}}
+
+
+def wait_quota_synced(cluster, name, ns):
+    """Quota admission refuses everything it counts until the quota controller has filled status.used."""
+    cluster.wait(lambda: (cluster.core.read_namespaced_resource_quota(name, ns).status.used is not None),
+                 what=f"ResourceQuota {name} status")
+
+
+def test_queue_guard_refusal_becomes_condition_and_one_event_then_clears(cluster, shared):
+    """A suspended TrainJob whose runtime names queue `default`; then the namespace becomes a tenant (queue guard
+    bound): the PodGroup re-apply is refused by the ValidatingAdmissionPolicy, with its message."""
+    spec = tenant_spec()
+    name = f"guarded-{uuid.uuid4().hex[:6]}"
+    create(cluster, runtime(name, annotations={QUEUE_ANNOTATION: "default"}))
+    cluster.kubectl("create", "namespace", spec.namespace)
+    cluster.created_namespaces.append(spec.namespace)
+    try:
+        create(cluster, trainjob("tj", spec.namespace, name, suspend=True))
+        cluster.wait(lambda: podgroup(cluster, "tj", spec.namespace), what="the PodGroup in queue default")
+        tenant = add_tenant(cluster, spec)
+        touch(cluster, "tj", tenant.ns)
+        failed = wait_failed(cluster, "tj", tenant.ns, "ApplyFailed")
+        assert "ValidatingAdmissionPolicy 'trainyard-queue-guard'" in failed["message"]
+        assert f"names a Volcano queue other than this namespace's queue {tenant.queue}" in failed["message"]
+        for _ in range(3):
+            touch(cluster, "tj", tenant.ns)
+            time.sleep(0.5)
+        assert len(events_with(cluster, "tj", tenant.ns, "trainyard-queue-guard")) == 1, "one event per cause"
+
+        delete_cluster_object(cluster, "validatingadmissionpolicybinding", f"trainyard-queue-guard-{spec.name}")
+        cluster.wait(lambda: condition(get_trainjob(cluster, "tj", tenant.ns), FAILED) is None, timeout=90,
+                     what="the condition cleared by a backoff retry")
+    finally:
+        delete_cluster_object(cluster, "clustertrainingruntime", name)
+        remove_tenant(cluster, spec)
+
+
+def test_gang_beyond_the_gpu_quota_is_reported_before_any_pod_then_runs_once_raised(cluster, shared, catalog_runtime):
+    tenant = add_tenant(cluster, tenant_spec(gpus=8))
+    try:
+        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        failed = wait_failed(cluster, "big", tenant.ns, "QuotaExceeded")
+        assert "needs requests.nvidia.com/gpu=16" in failed["message"]
+        assert "allows at most requests.nvidia.com/gpu=8" in failed["message"]
+        assert jobset(cluster, "big", tenant.ns) is None and cluster.core.list_namespaced_pod(tenant.ns).items == []
+        assert len(events_with(cluster, "big", tenant.ns, "QuotaExceeded")) == 1
+
+        cluster.apply(*tenant_objects(with_gpus(tenant.spec, 16)))
+        tj = wait_cleared(cluster, "big", tenant.ns)
+        assert podgroup(cluster, "big", tenant.ns)["spec"]["minResources"]["nvidia.com/gpu"] in ("16", 16)
+        assert not (tj.get("status") or {}).get("conditions"), "no condition left: the SDK can call it Running"
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_quota_refusing_a_child_at_apply_surfaces_the_api_servers_message(cluster, catalog_runtime):
+    ns = cluster.namespace("jsquota")
+    cluster.apply(quota("no-jobsets", ns, {"count/jobsets.jobset.x-k8s.io": "0"}))
+    wait_quota_synced(cluster, "no-jobsets", ns)
+    create(cluster, trainjob("tj", ns, catalog_runtime, annotations={QUEUE_ANNOTATION: "default"}))
+    failed = wait_failed(cluster, "tj", ns, "ApplyFailed")
+    assert 'jobsets.jobset.x-k8s.io "tj" is forbidden: exceeded quota: no-jobsets' in failed["message"]
+    (event,) = events_with(cluster, "tj", ns, "exceeded quota: no-jobsets")
+    assert event.message.startswith("TrainJob resources reconciliation failed: ApplyFailed: ")
+    cluster.kubectl("delete", "resourcequota", "no-jobsets", "-n", ns)
+    wait_cleared(cluster, "tj", ns)
+
+
+def test_trainjob_count_quota_refuses_the_create_itself(cluster, shared, catalog_runtime):
+    tenant = add_tenant(cluster, tenant_spec(train_jobs=1))
+    try:
+        wait_quota_synced(cluster, "tenant-quota", tenant.ns)
+        create(cluster, trainjob("first", tenant.ns, catalog_runtime), as_user=tenant.user)
+        refused = create_error(cluster, trainjob("second", tenant.ns, catalog_runtime), tenant.user)
+        assert "exceeded quota: tenant-quota" in refused and "count/trainjobs.trainer.kubeflow.org" in refused
+        assert get_trainjob(cluster, "second", tenant.ns) is None
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_missing_runtime_becomes_condition_and_event_until_it_is_back(cluster):
+    """Admission requires the runtime at create; it can still vanish before the first successful reconcile
+    (here the snapshot ConfigMap is held back by a quota until the runtime is deleted)."""
+    ns = cluster.namespace("nort")
+    cluster.wait(lambda: cluster.core.list_namespaced_config_map(ns).items, what="kube-root-ca.crt")
+    cluster.apply(quota("one-configmap", ns, {"count/configmaps": "1"}))
+    wait_quota_synced(cluster, "one-configmap", ns)
+    name = f"vanishing-{uuid.uuid4().hex[:6]}"
+    rt = runtime(name, annotations={QUEUE_ANNOTATION: "default"})
+    create(cluster, rt)
+    try:
+        create(cluster, trainjob("tj", ns, name))
+        wait_failed(cluster, "tj", ns, "ApplyFailed")
+        delete_cluster_object(cluster, "clustertrainingruntime", name)
+        cluster.wait(lambda: cluster.get_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name) is None,
+                     what="the runtime gone")
+        cluster.kubectl("delete", "resourcequota", "one-configmap", "-n", ns)
+        touch(cluster, "tj", ns)
+        failed = wait_failed(cluster, "tj", ns, "RuntimeNotFound")
+        assert "not found" in failed["message"] and "ClusterTrainingRuntime" in failed["message"]
+        assert len(events_with(cluster, "tj", ns, "RuntimeNotFound")) == 1
+        create(cluster, rt)
+        wait_cleared(cluster, "tj", ns)
+    finally:
+        delete_cluster_object(cluster, "clustertrainingruntime", name)
+
+
+def test_deleted_tenant_queue_becomes_condition_then_clears_when_restored(cluster, shared, catalog_runtime):
+    tenant = add_tenant(cluster, tenant_spec())
+    try:
+        cluster.kubectl("delete", "queues.scheduling.volcano.sh", tenant.queue)
+        cluster.wait(lambda: cluster.get_object("scheduling.volcano.sh", "v1beta1", "queues", tenant.queue) is None,
+                     what="the queue gone")
+        create(cluster, trainjob("tj", tenant.ns, catalog_runtime), as_user=tenant.user)
+        failed = wait_failed(cluster, "tj", tenant.ns, "QueueNotFound")
+        assert f'Volcano queue "{tenant.queue}" not found' in failed["message"]
+        assert podgroup(cluster, "tj", tenant.ns) is None
+        assert len(events_with(cluster, "tj", tenant.ns, "QueueNotFound")) == 1
+        cluster.apply(*tenant_objects(tenant.spec))
+        wait_cleared(cluster, "tj", tenant.ns)
+        assert podgroup(cluster, "tj", tenant.ns)["spec"]["queue"] == tenant.queue
+    finally:
+        remove_tenant(cluster, tenant.spec)
