@@ -4,6 +4,7 @@ test cluster without Pulumi, plus the TrainJob/runtime builders and waits the te
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 
@@ -60,11 +61,54 @@ def shared_objects() -> list[dict]:
     return [render_queue_guard_policy(), runtime_reader_cluster_role()]
 
 
+def prepare(cluster) -> None:
+    """Once per module: the platform's cluster-wide tenant pieces, and quotas that count custom resources."""
+    cluster.apply(*shared_objects())
+    wait_quota_monitors(cluster)
+
+
+def unprepare(cluster) -> None:
+    cluster.kubectl("delete", "validatingadmissionpolicy", render_queue_guard_policy()["metadata"]["name"],
+                    "--ignore-not-found", "--wait=false")
+
+
 def add_tenant(cluster, spec: TenantSpec) -> Tenant:
     if spec.namespace not in cluster.created_namespaces:
         cluster.created_namespaces.append(spec.namespace)  # deleted after the test
     cluster.apply(*tenant_objects(spec))
+    wait_quotas_synced(cluster, spec.namespace)
     return Tenant(spec)
+
+
+COUNTED = ("count/trainjobs.trainer.kubeflow.org", "count/jobsets.jobset.x-k8s.io", "count/configmaps")
+
+
+def wait_quota_monitors(cluster, timeout: float = 120) -> None:
+    """Right after the control plane starts, the quota controller only counts custom resources once discovery
+    has found them (it re-discovers every 30 s), and a quota it saw before that stays uncounted until its
+    next full resync (minutes). Probe with fresh quotas until one is counted."""
+    ns = cluster.namespace("quota-probe")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        name = f"probe-{uuid.uuid4().hex[:6]}"
+        cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns},
+                       "spec": {"hard": {key: "100" for key in COUNTED}}})
+        for _ in range(10):
+            status = cluster.core.read_namespaced_resource_quota(name, ns).status
+            if status and set(status.used or {}) >= set(COUNTED):
+                return
+            time.sleep(0.5)
+    raise AssertionError("the quota controller never counted custom resources")
+
+
+def wait_quotas_synced(cluster, ns: str) -> None:
+    """Quota admission refuses what a quota counts until the quota controller has filled its status."""
+    def synced(quota) -> bool:
+        status = quota.status
+        return bool(status and status.hard == quota.spec.hard and set(status.used or {}) >= set(quota.spec.hard))
+
+    cluster.wait(lambda: all(synced(q) for q in cluster.core.list_namespaced_resource_quota(ns).items),
+                 what=f"the ResourceQuotas of {ns} synced")
 
 
 def remove_tenant(cluster, spec: TenantSpec) -> None:

@@ -9,17 +9,17 @@ import uuid
 import pytest
 
 from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
-                            delete_cluster_object, get_trainjob, podgroup, priority_class, remove_tenant, runtime,
-                            shared_objects, tenant_spec, trainjob)
+                            delete_cluster_object, get_trainjob, podgroup, prepare, priority_class, remove_tenant,
+                            runtime, tenant_spec, trainjob, unprepare)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def shared(cluster):
-    cluster.apply(*shared_objects())
+    prepare(cluster)
     yield
-    delete_cluster_object(cluster, "validatingadmissionpolicy", shared_objects()[0]["metadata"]["name"])
+    unprepare(cluster)
 
 
 @pytest.fixture
