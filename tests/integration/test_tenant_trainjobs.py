@@ -130,7 +130,8 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
         assert cluster.core.read_namespaced_pod("hold", tenant.ns).status.phase == "Running"
         assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low") + pods(cluster, tenant.ns, "high"))
 
-        cluster.kubectl("delete", "pod", "hold", "-n", tenant.ns, "--grace-period=0", "--force")
+        cluster.kubectl("delete", "pod,podgroups.scheduling.volcano.sh", "hold", "-n", tenant.ns, "--grace-period=0",
+                        "--force")  # the running gang ends: the queue frees up
         cluster.wait(lambda: any(p.spec.node_name for p in pods(cluster, tenant.ns, "high")), interval=0.2,
                      what="the training-high gang bound")
         assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low")), "the default gang went first"
