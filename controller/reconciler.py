@@ -26,7 +26,7 @@ from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer
 from .build import build_objects, is_managed_by_us
 from .errors import ControllerError, PreflightError
 from .plugins.trainjobstatus import StatusServerConfig
-from .snapshot import snapshot_name
+from .snapshot import runtime_key, snapshot_name
 from .status import build_status, deadline_exceeded, requeue_after_seconds
 
 log = logging.getLogger("trainyard.controller")
@@ -125,7 +125,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
                 api.apply(obj)
                 applied.append(_key(obj))
     except ControllerError as exc:
-        failure, error = failures.build_failure(str(exc), runtime is None and not has_snapshot), exc
+        failure, error = failures.build_failure(str(exc), _runtime_missing(trainjob, runtime, has_snapshot)), exc
     except ApiException as exc:
         if exc.status in TRANSIENT_API_STATUSES:
             raise
@@ -147,6 +147,11 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
         raise error
     requeue = requeue_after_seconds({**trainjob, "status": status}, now)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
+
+
+def _runtime_missing(trainjob: dict, runtime: dict | None, has_snapshot: bool) -> bool:
+    kind, group = runtime_key(trainjob)
+    return runtime is None and not has_snapshot and group == C.GROUP and kind in C.RUNTIME_KINDS
 
 
 def _namespace(api: ApiServer, namespace: str) -> list[dict]:

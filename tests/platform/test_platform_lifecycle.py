@@ -141,6 +141,35 @@ def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
     client.delete_job(tune)
 
 
+def test_tenant_user_trainjob_on_a_catalog_cluster_runtime_gets_its_queue_and_the_granted_class_it_selects(
+        platform, cluster):
+    """Issue 10: a ClusterTrainingRuntime names no queue (the PodGroup had none, the queue guard refused it and
+    the TrainJob hung); the controller now fills the namespace's queue, and the label selects a granted class."""
+    name = f"ctr-{uuid.uuid4().hex[:5]}"
+    tj = _trainjob(name, TENANT)
+    tj["spec"]["runtimeRef"] = {"name": "torch-distributed-volcano", "kind": "ClusterTrainingRuntime"}
+    tj["metadata"]["labels"] = {"trainyard.dev/priority-class": "training-high"}
+    created = kubectl_as(cluster, "alice", f"{TENANT}-users", "create", "-f", "-", input_text=json.dumps(tj))
+    assert created.returncode == 0, created.stderr
+    pg = cluster.wait(lambda: _get(cluster, "scheduling.volcano.sh", "v1beta1", TENANT, "podgroups", name),
+                      what="the PodGroup")
+    assert pg["spec"]["queue"] == TENANT and pg["spec"]["priorityClassName"] == "training-high"
+
+    def complete():
+        status = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name).get("status") or {}
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
+
+    cluster.wait(complete, timeout=180, what="the TrainJob to complete")
+    pods = cluster.core.list_namespaced_pod(TENANT, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+    assert {p.spec.priority_class_name for p in pods} == {"training-high"} and {p.spec.priority for p in pods} == {10000}
+
+    tj["metadata"] = {"name": f"{name}-b", "namespace": TENANT, "labels": {"trainyard.dev/priority-class": "team-b-default"}}
+    refused = kubectl_as(cluster, "alice", f"{TENANT}-users", "create", "-f", "-", input_text=json.dumps(tj))
+    assert refused.returncode != 0
+    assert ('metadata.labels[trainyard.dev/priority-class]: Unsupported value: "team-b-default": supported values: '
+            '"training-high", "team-a-default"') in refused.stderr
+
+
 def test_tenant_user_is_confined_to_its_namespace_and_queue(platform, cluster):
     user, group = "alice", f"{TENANT}-users"
     other_ns = kubectl_as(cluster, user, group, "create", "-f", "-",
