@@ -116,3 +116,23 @@ def test_render_with_the_status_server_gate(tmp_path):
     assert "tj-tls-config" in names
     bad = run("render", tj, "--runtime", rt, "--status-server-url", "https://s:10443")
     assert bad.exit_code != 0 and "go together" in bad.stderr
+
+
+def test_render_and_validate_see_the_tenant_namespace_given_with_cluster(tmp_path):
+    """A Namespace among --cluster objects carries the tenant's queue and priority grants (controller/tenancy.py)."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "ns", "labels": {"trainyard.dev/queue": "team-a"},
+                              "annotations": {"trainyard.dev/priority-classes": "team-a-default",
+                                              "trainyard.dev/default-priority-class": "team-a-default"}}}
+    rt = write(tmp_path, "rt.yaml", runtime(ml={"torch": {}}, pod_group={"volcano": {}}))
+    cluster = write(tmp_path, "ns.yaml", namespace)
+    rendered = run("render", write(tmp_path, "tj.yaml", trainjob()), "--runtime", rt, "--cluster", cluster)
+    pg = next(d for d in yaml.safe_load_all(rendered.stdout) if d["kind"] == "PodGroup")
+    assert pg["spec"]["queue"] == "team-a" and pg["spec"]["priorityClassName"] == "team-a-default"
+    high = trainjob()
+    high["metadata"]["labels"] = {"trainyard.dev/priority-class": "training-high"}
+    refused = run("validate", write(tmp_path, "high.yaml", high), "--runtime", rt, "--cluster", cluster)
+    assert refused.exit_code == 1
+    assert refused.stdout.strip() == ('Error: metadata.labels[trainyard.dev/priority-class]: Unsupported value: '
+                                      '"training-high": supported values: "team-a-default" (the priority classes '
+                                      'namespace ns was granted)')
