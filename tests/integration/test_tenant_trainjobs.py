@@ -139,3 +139,26 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
                      timeout=120, what="the default gang to run after the high one")
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_of_failing(cluster, shared, classes):
+    """An in-cluster controller deployed without `get namespaces`: the webhook's Namespace lookup degrades to
+    "no tenant policy" (the queue guard still holds) rather than refusing every TrainJob; other lookups still fail."""
+    from kubernetes.client.exceptions import ApiException
+
+    from trainyard.cluster.local import user_kubeconfig
+    from trainyard.controller.apiserver import ApiServer
+    from trainyard.controller.webhook_server import make_lookup
+
+    tenant = tenant_with(cluster, classes)
+    try:
+        admin = make_lookup(ApiServer.from_kubeconfig(cluster.kubeconfig))
+        assert admin("Namespace", tenant.ns)["metadata"]["labels"]["trainyard.dev/queue"] == tenant.queue
+        user, group = tenant.user
+        restricted = make_lookup(ApiServer.from_kubeconfig(str(user_kubeconfig(cluster.name, user, (group,)))))
+        assert restricted("Namespace", tenant.ns) is None
+        with pytest.raises(ApiException) as refused:
+            restricted("Queue", tenant.queue)
+        assert refused.value.status == 403
+    finally:
+        remove_tenant(cluster, tenant.spec)
