@@ -30,6 +30,10 @@ def controller_cluster_rules() -> list[dict]:
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": READ},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": READ},
         {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": MANAGE},
+        # Tenant defaults and admission read the TrainJob's namespace (queue label, granted priority classes);
+        # the quota check lists its ResourceQuotas so a gang beyond quota is reported on the TrainJob.
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]

@@ -25,14 +25,16 @@ def closing_hint(cluster: str, stack: str = "local") -> str:
     state = local.read_state(cluster) or {}
     name_flag = "" if cluster == stack_deploy.DEFAULT_CLUSTER else f" --name {cluster}"
     example = repo_root() / EXAMPLE_TRAINJOB
-    return (
-        f"\n[bold]The platform is up[/] (cluster {cluster!r}, stack {stack!r}).\n"
-        f"  export KUBECONFIG={state.get('kubeconfig')}\n"
-        "  kubectl get queues.scheduling.volcano.sh            # tenant queues (Open)\n"
-        "  kubectl get trainingruntimes -n team-a              # the runtimes team-a's catalog release pins\n"
-        "  kubectl get clustertrainingruntimes                 # the current catalog release\n"
-        f"  kubectl create -f {example} --as alice --as-group team-a-users\n"
-        "  kubectl get trainjobs,jobsets,podgroups -n team-a   # the TrainJob, its JobSet and gang\n"
-        f"  .venv/bin/trainyard cluster status{name_flag}       # processes and logs\n"
-        f"  make down                                           # stop everything (or: trainyard down{name_flag})"
-    )
+    steps = [
+        (f"export KUBECONFIG={state.get('kubeconfig')}", ""),
+        ("kubectl get queues.scheduling.volcano.sh", "tenant queues (Open)"),
+        ("kubectl get trainingruntimes -n team-a", "the runtimes team-a's catalog release pins"),
+        ("kubectl get clustertrainingruntimes", "the current catalog release"),
+        (f"kubectl create -f {example} --as alice --as-group team-a-users", "a first TrainJob, as a tenant user"),
+        ("kubectl get trainjobs,jobsets,podgroups -n team-a", "the TrainJob, its JobSet and gang"),
+        (f".venv/bin/trainyard cluster status{name_flag}", "processes and logs"),
+        ("make down" if not name_flag else f".venv/bin/trainyard down{name_flag}", "stop everything"),
+    ]
+    width = max(len(command) for command, _ in steps if len(command) < 60)
+    lines = [f"  {command.ljust(width)}  # {why}" if why else f"  {command}" for command, why in steps]
+    return f"\nThe platform is up (cluster {cluster!r}, stack {stack!r}).\n" + "\n".join(lines)

@@ -140,7 +140,7 @@ def register_top_level(app: typer.Typer) -> None:
         except main_job.StackError as exc:
             fail(f"{exc}\nthe cluster is still running: fix the stack and run `trainyard up` again, "
                  f"or stop it with `trainyard down --name {name}`")
-        console.print(main_job.closing_hint(spec.name, stack))
+        typer.echo(main_job.closing_hint(spec.name, stack))  # plain: commands must survive copy and paste
 
     @app.command("down")
     def platform_down(name: str = NAME) -> None:
