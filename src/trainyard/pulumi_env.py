@@ -1,4 +1,7 @@
-"""Run the pinned Pulumi CLI fully offline: local file backend, no plugin downloads, no update checks.
+"""Run the pinned Pulumi CLI: no plugin downloads, no update checks; the local stack fully offline.
+
+Only the local stack gets the offline file backend (state on this machine); shared environments keep
+the user's backend and secrets provider, so their state never lives on one laptop by accident.
 
 The CLI and its Python language host come from the toolchain cache and are put first on PATH (Pulumi
 finds its language host next to itself); the Kubernetes provider built from Go modules is installed
@@ -7,6 +10,7 @@ into the plugin cache under PULUMI_HOME by `install_plugins`, so nothing is ever
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -23,27 +27,53 @@ def pulumi_binary() -> Path:
     return tool("pulumi").path("pulumi")
 
 
-def offline_env(base: dict[str, str] | None = None, backend_dir: Path | None = None) -> dict[str, str]:
-    """Environment for the pinned CLI; `backend_dir` holds the state (default: the shared offline backend)."""
+def toolchain_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The pinned CLI, language host, analyzer and provider first on PATH; no downloads, no update checks."""
     env = dict(base if base is not None else os.environ)
-    home = cache_dir() / "pulumi" / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    backend = backend_dir or state_dir()
-    backend.mkdir(parents=True, exist_ok=True)
     venv_bin = repo_root() / ".venv" / "bin"
     env.update({
-        "PULUMI_HOME": str(home),
-        "PULUMI_BACKEND_URL": f"file://{backend}",
-        "PULUMI_CONFIG_PASSPHRASE": env.get("PULUMI_CONFIG_PASSPHRASE", ""),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
         "PULUMI_SKIP_CONFIRMATIONS": "true",
         "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
         "PATH": os.pathsep.join([str(tool("pulumi").bin_dir), str(tool("pulumi-policy-analyzer").bin_dir),
-                                 str(venv_bin), env.get("PATH", "")]),
+                                 str(tool("pulumi-kubernetes").bin_dir), str(venv_bin), env.get("PATH", "")]),
     })
     return env
+
+
+def offline_env(base: dict[str, str] | None = None, backend_dir: Path | None = None) -> dict[str, str]:
+    """For the local stack (and tests): a file backend under the trainyard cache (or `backend_dir`), an empty
+    passphrase unless the caller set one, and trainyard's own PULUMI_HOME holding the built provider."""
+    env = toolchain_env(base)
+    home = cache_dir() / "pulumi" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    backend = backend_dir or state_dir()
+    backend.mkdir(parents=True, exist_ok=True)
+    env.update({
+        "PULUMI_HOME": str(home),
+        "PULUMI_BACKEND_URL": f"file://{backend}",
+        "PULUMI_CONFIG_PASSPHRASE": env.get("PULUMI_CONFIG_PASSPHRASE", ""),
+    })
+    return env
+
+
+def shared_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """For shared environments (dev, prod): the user's own backend, login and secrets provider, untouched;
+    only the pinned tools are put on PATH (Pulumi uses the provider found there)."""
+    return toolchain_env(base)
+
+
+def user_backend(env: dict[str, str], home: Path | None = None) -> str | None:
+    """The backend the user's Pulumi would use: PULUMI_BACKEND_URL, else `pulumi login`'s current one."""
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"]
+    credentials = (home or Path(env.get("PULUMI_HOME") or Path.home() / ".pulumi")) / "credentials.json"
+    try:
+        return json.loads(credentials.read_text()).get("current") or None
+    except (OSError, ValueError):
+        return None
 
 
 def run_pulumi(*args: str, cwd: Path | None = None, check: bool = True, capture: bool = False,

@@ -76,7 +76,12 @@ class StackTarget:
 
     stack: str
     config_file: Path
-    backend_dir: Path | None  # None: the shared offline backend under the trainyard cache
+    backend_dir: Path | None  # the local stack's state directory; None: the user's own backend
+
+    def env(self) -> dict[str, str]:
+        from trainyard.pulumi_env import offline_env, shared_env
+
+        return offline_env(backend_dir=self.backend_dir) if self.backend_dir else shared_env()
 
     def pulumi_args(self, command: str, extra: Sequence[str] = ()) -> list[str]:
         return [*PULUMI_PASSES[command], "--stack", self.stack, "--config-file", str(self.config_file), *extra]
@@ -86,6 +91,15 @@ def resolve_target(stack: str, cluster: str = DEFAULT_CLUSTER) -> StackTarget:
     """The target of `stack`; a local-controllers stack is bound to the running local cluster `cluster`."""
     document = read_stack_file(stack)
     if not runs_controllers_locally(document):
+        from trainyard.pulumi_env import shared_env, user_backend
+
+        if not user_backend(shared_env()):
+            raise StackError(
+                f"stack {stack!r} is a shared environment and no Pulumi backend is configured; its state must "
+                "live where the team shares it: `pulumi login s3://<bucket>/trainyard` (or azblob://, gs://, "
+                "https://api.pulumi.com) or export PULUMI_BACKEND_URL; for a try on this machine only: "
+                "export PULUMI_BACKEND_URL=file://$HOME/.pulumi-state (set PULUMI_CONFIG_PASSPHRASE or a "
+                "`secretsprovider:` for its secrets)")
         return StackTarget(stack, stack_file(stack), None)
     from trainyard.cluster import local
 
@@ -101,9 +115,9 @@ def resolve_target(stack: str, cluster: str = DEFAULT_CLUSTER) -> StackTarget:
 
 
 def _pulumi(target: StackTarget, args: Sequence[str], capture: bool = False) -> subprocess.CompletedProcess:
-    from trainyard.pulumi_env import offline_env, run_pulumi
+    from trainyard.pulumi_env import run_pulumi
 
-    return run_pulumi(*args, env=offline_env(backend_dir=target.backend_dir), check=False, capture=capture)
+    return run_pulumi(*args, env=target.env(), check=False, capture=capture)
 
 
 def _select(target: StackTarget) -> None:
@@ -122,8 +136,9 @@ def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFA
     from trainyard.toolchain.build import ensure_built
 
     ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
-    install_plugins()
     target = resolve_target(stack, cluster)
+    if target.backend_dir:
+        install_plugins()
     _select(target)
     result = _pulumi(target, target.pulumi_args(command, extra))
     if result.returncode != 0:
