@@ -49,6 +49,17 @@ class LeaderElector:
         self.lease_seconds, self.retry_seconds = lease_seconds, retry_seconds
         self.is_leader = threading.Event()
         self.lost = threading.Event()
+        self.last_renewed = 0.0
+        self.clock = time.monotonic
+
+    @property
+    def renew_deadline(self) -> float:
+        return self.lease_seconds * 2 / 3
+
+    def holds_lease(self) -> bool:
+        """Leader and renewed within the renew deadline by this process's own clock: a replica that was
+        paused longer than that may already have been replaced, so it must not act until it renews."""
+        return self.is_leader.is_set() and self.clock() - self.last_renewed <= self.renew_deadline
 
     def _desired(self, lease: dict | None, now: dt.datetime) -> dict:
         spec = dict((lease or {}).get("spec") or {})
@@ -86,8 +97,6 @@ class LeaderElector:
         A leader that cannot renew keeps leading until the renew deadline (2/3 of the lease), so
         a short API-server hiccup does not cause a restart.
         """
-        renew_deadline = self.lease_seconds * 2 / 3
-        last_renewed = 0.0
         while not stop.is_set():
             try:
                 ok = self.try_acquire_or_renew()
@@ -95,11 +104,11 @@ class LeaderElector:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 ok = False
             if ok:
-                last_renewed = time.monotonic()
+                self.last_renewed = self.clock()
                 if not self.is_leader.is_set():
                     log.info("became leader as %s", self.identity)
                     self.is_leader.set()
-            elif self.is_leader.is_set() and time.monotonic() - last_renewed > renew_deadline:
+            elif self.is_leader.is_set() and self.clock() - self.last_renewed > self.renew_deadline:
                 log.error("lost the lease %s/%s", self.namespace, self.name)
                 self.is_leader.clear()
                 self.lost.set()

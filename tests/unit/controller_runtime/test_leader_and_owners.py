@@ -31,3 +31,17 @@ def test_lease_expiry(spec, expired):
 def test_owned_objects_map_to_their_controlling_trainjob(refs, expected):
     obj = {"metadata": {"namespace": "ns", "name": "x", "ownerReferences": refs}}
     assert owner_trainjob(obj) == expected
+
+
+@pytest.mark.parametrize("leader,since_renewal,holds", [(True, 0.0, True), (True, 10.0, True), (True, 10.1, False),
+                                                         (False, 0.0, False)])
+def test_a_leader_paused_past_the_renew_deadline_holds_no_lease(leader, since_renewal, holds):
+    """15 s lease -> 10 s renew deadline, by the process's own monotonic clock (it keeps running while paused)."""
+    from trainyard.controller.leader import LeaderElector
+
+    elector = LeaderElector(api=None, namespace="trainyard-system", lease_seconds=15)
+    elector.clock = lambda: 1000.0 + since_renewal
+    elector.last_renewed = 1000.0
+    if leader:
+        elector.is_leader.set()
+    assert elector.holds_lease() is holds

@@ -1,0 +1,85 @@
+"""The informer's reflector logic: resume watches from the last version, relist only on 410 or resync.
+
+The API layer here is a script of list/watch answers (the real one is exercised in tests/reliability).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from trainyard.controller.apiserver import RESOURCES
+from trainyard.controller.manager import Informer
+
+
+def obj(name: str, rv: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+class ScriptedApi:
+    """Answers list/watch calls from a script; records the versions watches asked for."""
+
+    def __init__(self, lists, watches, stop: threading.Event):
+        self.lists, self.watches, self.stop = list(lists), list(watches), stop
+        self.watch_versions: list[str | None] = []
+
+    def list(self, _resource):
+        return self.lists.pop(0)
+
+    def watch(self, _resource, version, _timeout):
+        self.watch_versions.append(version)
+        if not self.watches:
+            self.stop.set()
+            return iter(())
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return iter(step)
+
+
+def run(lists, watches, resync=300, clock=lambda: 0.0):
+    stop = threading.Event()
+    api = ScriptedApi(lists, watches, stop)
+    events, relists = [], []
+    informer = Informer(api, RESOURCES["TrainJob"], lambda t, o: events.append((t, o["metadata"]["name"])), resync,
+                        lambda resource, cause: relists.append(cause), clock=clock)
+    informer.run(stop)
+    return api.watch_versions, events, relists
+
+
+LIST_1 = {"metadata": {"resourceVersion": "10"}, "items": [obj("a", "9")]}
+LIST_2 = {"metadata": {"resourceVersion": "50"}, "items": [obj("a", "9"), obj("b", "40")]}
+
+CASES = [
+    ("a watch that ends resumes from the last event's version",
+     [LIST_1], [[("ADDED", obj("b", "11"))], []],
+     ["10", "11", "11"], [("ADDED", "a"), ("ADDED", "b")], []),
+    ("bookmarks advance the version without an event",
+     [LIST_1], [[("BOOKMARK", obj("", "20"))]],
+     ["10", "20"], [("ADDED", "a")], []),
+    ("410 Gone as a watch ERROR relists and reports everything again",
+     [LIST_1, LIST_2], [[("ERROR", {"code": 410, "reason": "Expired"})], []],
+     ["10", "50", "50"], [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "b")], ["expired"]),
+    ("410 Gone as an HTTP error relists too",
+     [LIST_1, LIST_2], [ApiException(status=410, reason="Gone"), []],
+     ["10", "50", "50"], [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "b")], ["expired"]),
+    ("a dropped connection resumes from the same version, no relist",
+     [LIST_1], [ConnectionResetError("API server restarted"), [("MODIFIED", obj("a", "12"))]],
+     ["10", "10", "12"], [("ADDED", "a"), ("MODIFIED", "a")], []),
+]
+
+
+@pytest.mark.parametrize("lists,watches,versions,events,relists", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_reflector(lists, watches, versions, events, relists, monkeypatch):
+    monkeypatch.setattr(threading.Event, "wait", lambda self, timeout=None: self.is_set())  # no real sleeps
+    got_versions, got_events, got_relists = run(lists, watches)
+    assert (got_versions, got_events, got_relists) == (versions, events, relists)
+
+
+def test_the_periodic_resync_relists(monkeypatch):
+    monkeypatch.setattr(threading.Event, "wait", lambda self, timeout=None: self.is_set())
+    ticks = iter([0.0, 301.0, 301.0, 301.0])
+    versions, events, relists = run([LIST_1, LIST_2], [[], []], resync=300, clock=lambda: next(ticks))
+    assert relists == ["resync"] and versions == ["10", "50", "50"]
