@@ -1,8 +1,15 @@
-"""Stack-config problems: each names the stack file, the field path and the fix, all reported at once."""
+"""Stack-config problems: each names the stack file (and line), the field path and the fix, all reported at once.
+
+Warnings (e.g. quotas that oversubscribe the declared cluster) are reported but never stop a deploy;
+errors stop it before anything is registered.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+ERROR = "error"
+WARNING = "warning"
 
 
 @dataclass(frozen=True)
@@ -11,9 +18,24 @@ class ConfigProblem:
     field: str
     message: str
     fix: str
+    severity: str = ERROR
+    line: int | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.field}: {self.message}\n  fix: {self.fix}"
+        label = "warning: " if self.severity == WARNING else ""
+        return f"{self.where}: {label}{self.field}: {self.message}\n  fix: {self.fix}"
+
+
+def errors_of(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+    return [p for p in problems if p.severity != WARNING]
+
+
+def warnings_of(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+    return [p for p in problems if p.severity == WARNING]
 
 
 class StackConfigError(ValueError):

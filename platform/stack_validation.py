@@ -10,7 +10,9 @@ import re
 from typing import Any, Iterable, Mapping
 
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.platform.problems import ConfigProblem
+from trainyard.controller.quantity import format_quantity
+from trainyard.platform.problems import WARNING, ConfigProblem
+from trainyard.platform.stack_reader import entry_labels, total
 from trainyard.platform.stack_config import (
     NAMESPACE,
     POD_SECURITY_LEVELS,
@@ -20,6 +22,7 @@ from trainyard.platform.stack_config import (
     parse_stack_config,
     raise_on,
 )
+from trainyard.platform.stack_source import locate
 from trainyard.queues.priority_classes import MAX_USER_VALUE, PREEMPTION_POLICIES
 from trainyard.queues.resources import over, quantity
 from trainyard.queues.volcano_queues import RESERVED_QUEUES, ordering_problems
@@ -31,8 +34,13 @@ MAX_QUEUE_DEPTH = 5
 
 
 def _tenants(config: StackConfig) -> Iterable[tuple[str, TenantSpec]]:
-    for index, tenant in enumerate(config.tenants):
-        yield f"{NAMESPACE}:tenants[{index}]", tenant
+    """(path, tenant): paths name the tenant (`trainyard:tenants[team-a]`) as the parser does."""
+    return _named("tenants", config.tenants)
+
+
+def _named(key: str, specs: tuple) -> list[tuple[str, object]]:
+    labels = entry_labels([{"name": spec.name} for spec in specs])
+    return [(f"{NAMESPACE}:{key}[{label}]", spec) for label, spec in zip(labels, specs)]
 
 
 def check_names(config: StackConfig) -> list[ConfigProblem]:
@@ -54,8 +62,8 @@ def check_names(config: StackConfig) -> list[ConfigProblem]:
         if tenant.queue.name in RESERVED_QUEUES:
             out.append(ConfigProblem(config.file, f"{path}.queue.name", f"{tenant.queue.name!r} is Volcano's own queue",
                                      "name the queue after the tenant"))
-    for index, queue in enumerate(config.parent_queues):
-        label(f"{NAMESPACE}:queues[{index}].name", queue.name)
+    for path, queue in _named("queues", config.parent_queues):
+        label(f"{path}.name", queue.name)
     label(f"{NAMESPACE}:controller.sdkNamespace", config.controller.sdk_namespace)
     if config.controller.sdk_namespace in {t.namespace for t in config.tenants}:
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.sdkNamespace",
@@ -71,9 +79,8 @@ def check_duplicates(config: StackConfig) -> list[ConfigProblem]:
     entries = [(f"{path}.name", "tenant", t.name) for path, t in _tenants(config)]
     entries += [(f"{path}.namespace", "namespace", t.namespace) for path, t in _tenants(config)]
     entries += [(f"{path}.queue.name", "queue", t.queue.name) for path, t in _tenants(config)]
-    entries += [(f"{NAMESPACE}:queues[{i}].name", "queue", q.name) for i, q in enumerate(config.parent_queues)]
-    entries += [(f"{NAMESPACE}:priorityClasses[{i}].name", "priority class", p.name)
-                for i, p in enumerate(config.priority_classes)]
+    entries += [(f"{path}.name", "queue", q.name) for path, q in _named("queues", config.parent_queues)]
+    entries += [(f"{path}.name", "priority class", p.name) for path, p in _named("priorityClasses", config.priority_classes)]
     for path, what, value in entries:
         first = seen.get((what, value))
         if first:
@@ -125,11 +132,34 @@ def check_capacity(config: StackConfig) -> list[ConfigProblem]:
     return out
 
 
+def check_oversubscription(config: StackConfig) -> list[ConfigProblem]:
+    """Tenant quotas summing above the declared cluster: a warning (quotas are ceilings), an error by policy."""
+    out, totals = [], config.cluster.totals()
+    refuse = config.policies.refuse_quota_oversubscription
+    for name, key in (("nvidia.com/gpu", "gpu"), ("cpu", "cpu"), ("memory", "memory")):
+        shares = [(t.name, t.quota.as_resources()[name]) for t in config.tenants]
+        summed, capacity = total(v for _, v in shares), totals.get(name)
+        if capacity is None or capacity <= 0 or summed <= capacity or len(shares) < 2:
+            continue
+        listing = ", ".join(f"{n} {v}" for n, v in shares)
+        binary = name == "memory"
+        fix = (f"lower the tenants' quota.{key} to at most {format_quantity(capacity, binary)} in total, or set "
+               f"{NAMESPACE}:policies.refuseQuotaOversubscription: false to accept it")
+        if not refuse:
+            fix = (f"fine if intended (a quota is a ceiling, queues share the cluster); otherwise lower quota.{key}. "
+                   f"{NAMESPACE}:policies.refuseQuotaOversubscription: true makes this an error")
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:tenants",
+                                 f"tenant quota.{key} sums to {format_quantity(summed, binary)} of the cluster's "
+                                 f"{format_quantity(capacity, binary)} "
+                                 f"({listing})", fix, severity="error" if refuse else WARNING))
+    return out
+
+
 def check_queue_parents(config: StackConfig) -> list[ConfigProblem]:
     """Parents must be declared queues, no cycles, depth <= 5 (Volcano's webhook rules, mirrored here)."""
     out = []
     parents = {q.name: q.parent for q in config.parent_queues}
-    queues = [(f"{NAMESPACE}:queues[{i}]", q) for i, q in enumerate(config.parent_queues)]
+    queues = list(_named("queues", config.parent_queues))
     queues += [(f"{path}.queue", t.queue) for path, t in _tenants(config)]
     for path, queue in queues:
         if queue.parent and queue.parent != "root" and queue.parent not in parents:
@@ -155,8 +185,7 @@ def check_queue_parents(config: StackConfig) -> list[ConfigProblem]:
 def check_priority_classes(config: StackConfig) -> list[ConfigProblem]:
     out = []
     known = {p.name for p in config.priority_classes}
-    for index, spec in enumerate(config.priority_classes):
-        path = f"{NAMESPACE}:priorityClasses[{index}]"
+    for path, spec in _named("priorityClasses", config.priority_classes):
         if spec.name.startswith("system-"):
             out.append(ConfigProblem(config.file, f"{path}.name", "system- names are reserved by Kubernetes",
                                      "choose another name"))
@@ -166,9 +195,9 @@ def check_priority_classes(config: StackConfig) -> list[ConfigProblem]:
         if spec.preemption_policy not in PREEMPTION_POLICIES:
             out.append(ConfigProblem(config.file, f"{path}.preemptionPolicy", f"{spec.preemption_policy!r} is unknown",
                                      f"use one of {', '.join(PREEMPTION_POLICIES)}"))
-    defaults = [i for i, p in enumerate(config.priority_classes) if p.global_default]
-    for index in defaults[1:]:
-        out.append(ConfigProblem(config.file, f"{NAMESPACE}:priorityClasses[{index}].globalDefault",
+    defaults = [path for path, p in _named("priorityClasses", config.priority_classes) if p.global_default]
+    for path in defaults[1:]:
+        out.append(ConfigProblem(config.file, f"{path}.globalDefault",
                                  "only one PriorityClass may be the global default", "set globalDefault: false"))
     for path, tenant in _tenants(config):
         if tenant.default_priority_class and tenant.default_priority_class not in known:
@@ -265,7 +294,7 @@ def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:
     return []
 
 
-RULES = (check_names, check_duplicates, check_cluster, check_capacity, check_queue_parents,
+RULES = (check_names, check_duplicates, check_cluster, check_capacity, check_oversubscription, check_queue_parents,
          check_priority_classes, check_tenant_policies, check_controller)
 
 
@@ -275,8 +304,17 @@ def validate_stack(config: StackConfig, catalog: Catalog | None = None) -> list[
     return problems + check_catalog_pins(config, catalog)
 
 
-def load_stack(values: Mapping[str, Any], *, file: str, catalog: Catalog | None = None) -> StackConfig:
-    """Parse and validate; raise one StackConfigError listing everything wrong."""
+def check_stack(values: Mapping[str, Any], *, file: str, catalog: Catalog | None = None,
+                lines: Mapping[tuple, int] | None = None) -> tuple[StackConfig, list[ConfigProblem]]:
+    """Parse and validate: the config and every problem (errors and warnings), with lines when known."""
     config, problems = parse_stack_config(values, file=file)
-    raise_on(problems + validate_stack(config, catalog))
+    problems = problems + validate_stack(config, catalog)
+    return config, locate(problems, dict(lines or {}))
+
+
+def load_stack(values: Mapping[str, Any], *, file: str, catalog: Catalog | None = None,
+               lines: Mapping[tuple, int] | None = None) -> StackConfig:
+    """Parse and validate; raise one StackConfigError listing every error (warnings do not stop it)."""
+    config, problems = check_stack(values, file=file, catalog=catalog, lines=lines)
+    raise_on(problems)
     return config

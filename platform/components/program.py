@@ -5,6 +5,7 @@ Order: CRDs -> JobSet / Volcano / scheduling / controller -> catalog -> tenants.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -13,19 +14,27 @@ from trainyard.platform.components import kube
 from trainyard.platform.components.provider import kubernetes_provider
 from trainyard.platform.components.system import Crds, JobSet, Scheduling, TrainyardController, Volcano, upstream_inputs
 from trainyard.platform.components.tenancy import Guardrails, RuntimeCatalog, Tenant
+from trainyard.platform.problems import errors_of, warnings_of
 from trainyard.platform.stack_config import NAMESPACE, StackConfig
-from trainyard.platform.stack_validation import load_stack
+from trainyard.platform.stack_source import read_stack_source
+from trainyard.platform.stack_validation import check_stack
 from trainyard.runtimes import Catalog, load_catalog, render_cluster_runtimes, render_tenant_runtimes
 
-CONFIG_KEYS = ("kubeconfig", "kubeContext", "controllersRunLocally", "adoptExistingObjects", "cluster", "topology",
-               "scheduler", "priorityClasses", "queues", "controller", "upstream", "policies", "tenants")
+
+def config_keys() -> list[str]:
+    """Every `trainyard:` key of the stack, not a fixed list: an unknown (typo'd) key must be seen to be refused."""
+    from pulumi.runtime import config as runtime_config
+
+    names = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{NAMESPACE}:"
+    return sorted(key[len(prefix):] for key in names if key.startswith(prefix))
 
 
 def read_stack_values() -> dict[str, Any]:
     """The `trainyard:` keys Pulumi resolved (stack file over project defaults), JSON-decoded."""
     cfg = pulumi.Config(NAMESPACE)
     values = {}
-    for key in CONFIG_KEYS:
+    for key in config_keys():
         try:
             value = cfg.get_object(key)
         except Exception:  # plain strings that are not JSON (paths, contexts)
@@ -33,6 +42,23 @@ def read_stack_values() -> dict[str, Any]:
         if value is not None:
             values[key] = value
     return values
+
+
+def checked_stack(values: dict[str, Any], stack: str, catalog: Catalog) -> StackConfig:
+    """Validate before anything is registered: warnings are logged, errors end the program with the
+    clean message only (`pulumi.RunError`: no "unhandled exception", no traceback)."""
+    file = f"stacks/Pulumi.{stack}.yaml"
+    source = read_stack_source(Path(file), file)  # line numbers only; Pulumi's resolved values are the truth
+    config, problems = check_stack(values, file=file, catalog=catalog, lines=source.lines)
+    for problem in warnings_of(problems):
+        pulumi.log.warn(str(problem))
+    errors = errors_of(problems)
+    if errors:
+        count = len(errors)
+        raise pulumi.RunError(f"{count} problem{'s' if count != 1 else ''} in the stack configuration "
+                              "(`trainyard platform validate --stack " + stack + "` shows the same offline):\n"
+                              + "\n".join(str(p) for p in errors))
+    return config
 
 
 def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.ProviderResource | None = None) -> dict:
@@ -64,7 +90,7 @@ def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.
 def main() -> None:
     """Entry point of __main__.py: validation errors surface before any resource is registered."""
     catalog = load_catalog()
-    config = load_stack(read_stack_values(), file=f"stacks/Pulumi.{pulumi.get_stack()}.yaml", catalog=catalog)
+    config = checked_stack(read_stack_values(), pulumi.get_stack(), catalog)
     build(config, catalog, upstream_inputs(config), kubernetes_provider(config))
     pulumi.export("catalogVersion", catalog.current.version)
     pulumi.export("tenants", {t.name: {"namespace": t.namespace, "queue": t.queue.name,

@@ -1,0 +1,173 @@
+"""The platform stack configuration as typed, frozen data (what `stack_config` parses into).
+
+Kept apart from the parser so components import plain data without the parsing rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping
+
+from trainyard.queues.hypernodes import TopologySpec
+from trainyard.queues.priority_classes import PriorityClassSpec
+from trainyard.queues.resources import GPU, quantity
+from trainyard.queues.scheduler_config import SchedulerSettings
+from trainyard.queues.volcano_queues import QueueSpec
+from trainyard.runtimes.model import Tenant as CatalogTenant
+
+NAMESPACE = "trainyard"
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+
+
+@dataclass(frozen=True)
+class ClusterCapacity:
+    """What the cluster declares it has; queue capabilities may not promise more."""
+
+    nodes: int
+    gpus_per_node: int
+    cpu_per_node: object
+    memory_per_node: object
+    gpu_product: str | None = None
+
+    def totals(self) -> dict[str, Fraction]:
+        per_node = {"cpu": quantity(self.cpu_per_node), "memory": quantity(self.memory_per_node),
+                    GPU: Fraction(self.gpus_per_node)}
+        return {name: amount * self.nodes for name, amount in per_node.items() if amount is not None}
+
+
+@dataclass(frozen=True)
+class TenantQuota:
+    """Namespace ResourceQuota hard limits; the queue capability defaults to these."""
+
+    cpu: object
+    memory: object
+    gpu: int
+    train_jobs: int = 100
+
+    def as_resources(self) -> dict[str, object]:
+        return {"cpu": self.cpu, "memory": self.memory, GPU: self.gpu}
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    """LimitRange defaults so pods without requests still count sensibly against the quota."""
+
+    default_cpu: str = "1"
+    default_memory: str = "4Gi"
+
+
+@dataclass(frozen=True)
+class TenantGroups:
+    admins: tuple[str, ...]
+    users: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    name: str
+    namespace: str
+    catalog_version: str
+    queue: QueueSpec
+    quota: TenantQuota
+    default_priority_class: str | None = None
+    priority_classes: tuple[str, ...] = ()
+    limits: TenantLimits = TenantLimits()
+    groups: TenantGroups = TenantGroups((), ())
+    pod_security: str | None = None
+    default_deny_network: bool | None = None
+
+    @property
+    def allowed_priority_classes(self) -> tuple[str, ...]:
+        """The explicit list plus the default class (a tenant may always use its own default)."""
+        extra = (self.default_priority_class,) if self.default_priority_class else ()
+        return tuple(dict.fromkeys(self.priority_classes + extra))
+
+    def as_catalog_tenant(self) -> CatalogTenant:
+        """The view `trainyard.runtimes` renders TrainingRuntimes for."""
+        return CatalogTenant(name=self.name, namespace=self.namespace, catalog_version=self.catalog_version,
+                             queue=self.queue.name, priority_class=self.default_priority_class)
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    """URL mode points the API server at a local process (the local stack); service mode at the Deployment."""
+
+    url: str | None = None
+    ca_bundle_file: str | None = None
+    """PEM CA that signed the webhook's serving cert (URL mode; the local cluster writes one)."""
+    failure_policy: str = "Fail"
+    certificate: str | None = None
+    """Service mode only: where the serving certificate (Secret trainyard-webhook-cert) comes from, one of
+    WEBHOOK_CERTIFICATE_SOURCES. No default: a wrong guess refuses every TrainJob (failurePolicy Fail)."""
+
+
+WEBHOOK_CERTIFICATE_SOURCES = {
+    "cert-manager": "cert-manager (a prerequisite, already running in the cluster) issues it from a self-signed "
+                    "Issuer and injects the CA bundle",
+    "provided": "the operator creates Secret trainyard-webhook-cert (tls.crt, tls.key) in the controller namespace "
+                "and sets webhook.caBundleFile to the CA that signed it",
+}
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    namespace: str = "trainyard-system"
+    image: str = "ghcr.io/trainyard/controller:0.1.0"
+    replicas: int = 2
+    metrics_port: int = 8080
+    webhook_port: int = 9443
+    webhook: WebhookSpec = WebhookSpec()
+    # Where the Kubeflow SDK looks for `kubeflow-trainer-public` (its KUBEFLOW_SYSTEM_NAMESPACE default).
+    sdk_namespace: str = "kubeflow-system"
+    # `trainyard controller run --feature-gates`, e.g. "TrainJobStatus=true" (upstream's alpha status server).
+    feature_gates: str = ""
+    status_port: int = 10443
+
+    @property
+    def trainjob_status(self) -> bool:
+        from trainyard.controller.feature_gates import TRAINJOB_STATUS, parse_feature_gates
+
+        try:
+            return parse_feature_gates(self.feature_gates)[TRAINJOB_STATUS]
+        except ValueError:
+            return False  # stack validation reports the bad value
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """Images of the pinned upstream controllers (ignored when controllers run locally)."""
+
+    jobset_image: str = "registry.k8s.io/jobset/jobset:v0.12.0"
+    volcano_registry: str = "docker.io"
+    volcano_tag: str = "v1.14.1"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    pod_security: str = "baseline"
+    default_deny_network: bool = False
+    protect_crds: bool = True
+    retain_crds: bool = True  # `pulumi destroy` leaves CRDs (and so users' TrainJobs); false to delete them
+    require_image_digest: bool = False
+    refuse_quota_oversubscription: bool = False
+    """Tenant quotas summing above the declared cluster are a warning by default (quota is a ceiling, not a
+    reservation); true makes them an error."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    file: str
+    kubeconfig: str | None
+    kube_context: str | None
+    cluster: ClusterCapacity
+    tenants: tuple[TenantSpec, ...]
+    controllers_run_locally: bool = False
+    adopt_existing_objects: bool = False
+    topology: TopologySpec = TopologySpec()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    priority_classes: tuple[PriorityClassSpec, ...] = ()
+    parent_queues: tuple[QueueSpec, ...] = ()
+    controller: ControllerSpec = ControllerSpec()
+    upstream: UpstreamSpec = UpstreamSpec()
+    policies: PolicySpec = PolicySpec()

@@ -1,0 +1,116 @@
+"""Stack files read with line numbers, so a problem says `stacks/Pulumi.prod.yaml:42`, not only a path.
+
+`read_stack_source` composes the YAML (nodes carry their line) alongside loading it; `locate`
+maps a problem's field path (`trainyard:tenants[team-a].quota.gpu`) to the line of the deepest
+part of that path present in the file (the parent's line for a missing key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainyard.platform.problems import ConfigProblem
+from trainyard.platform.stack_config import stack_values
+from trainyard.platform.stack_reader import entry_labels
+
+_TOKEN = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
+
+Lines = dict[tuple[str, ...], int]
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSource:
+    file: str
+    values: dict
+    lines: Lines
+    problem: ConfigProblem | None = None
+    """Set when the file cannot be read or parsed; `values` is then empty."""
+
+
+def read_stack_source(path: Path, file: str | None = None) -> StackSource:
+    """The `trainyard:` values of a stack file and the line of every key and list entry."""
+    name = file or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        return StackSource(name, {}, {}, ConfigProblem(name, "file", f"cannot read it ({err.strerror})",
+                                                       "check the stack name (stacks/Pulumi.<stack>.yaml)"))
+    return parse_stack_source(text, name)
+
+
+def parse_stack_source(text: str, file: str) -> StackSource:
+    try:
+        document = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        return StackSource(file, {}, {}, ConfigProblem(
+            file, "file", f"malformed YAML: {getattr(err, 'problem', None) or err}", "fix the YAML syntax",
+            line=mark.line + 1 if mark else None))
+    if document is not None and not isinstance(document, dict) or (
+            isinstance(document, dict) and document.get("config") is not None
+            and not isinstance(document.get("config"), dict)):
+        return StackSource(file, {}, {}, ConfigProblem(file, "config", "a stack file is a mapping with a `config:` mapping",
+                                                       "write config: {trainyard:...: ...}", line=1))
+    lines: Lines = {}
+    config_node = _child(node, "config")
+    if config_node is not None:
+        _walk(config_node, (document or {}).get("config"), (), lines)
+    return StackSource(file, stack_values(document), lines)
+
+
+def _child(node: Any, key: str) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if getattr(key_node, "value", None) == key:
+                return value_node
+    return None
+
+
+def _walk(node: Any, value: Any, path: tuple[str, ...], lines: Lines) -> None:
+    if isinstance(node, yaml.MappingNode) and isinstance(value, dict):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _walk(value_node, value.get(_typed_key(key, value)), path + (key,), lines)
+    elif isinstance(node, yaml.SequenceNode) and isinstance(value, list):
+        for label, item_node, item in zip(entry_labels(value), node.value, value):
+            lines[path + (label,)] = item_node.start_mark.line + 1
+            _walk(item_node, item, path + (label,), lines)
+
+
+def _typed_key(key: str, value: dict) -> Any:
+    """YAML may load a key as int/bool; find the loaded key that prints as `key`."""
+    return key if key in value else next((k for k in value if str(k) == key), key)
+
+
+def field_path(field: str) -> tuple[str, ...]:
+    """`trainyard:tenants[team-a].quota.gpu` -> ('trainyard:tenants', 'team-a', 'quota', 'gpu')."""
+    return tuple(bracket or name for bracket, name in _TOKEN.findall(field) if bracket or name)
+
+
+def locate(problems: list[ConfigProblem], lines: Lines) -> list[ConfigProblem]:
+    """Problems with the line of their field (or of its closest present parent)."""
+    out = []
+    for problem in problems:
+        path = field_path(problem.field)
+        line = next((lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in lines), None)
+        out.append(dataclasses.replace(problem, line=line) if line and not problem.line else problem)
+    return out
+
+
+def check_stack_file(path: Path, file: str | None = None, catalog: Any = None) -> list[ConfigProblem]:
+    """Offline `trainyard platform validate`: every problem of one stack file, with lines (no Pulumi, no cluster)."""
+    from trainyard.platform.stack_validation import check_stack
+    from trainyard.runtimes import load_catalog
+
+    source = read_stack_source(path, file)
+    if source.problem:
+        return [source.problem]
+    _, problems = check_stack(source.values, file=source.file, catalog=catalog or load_catalog(), lines=source.lines)
+    return problems
