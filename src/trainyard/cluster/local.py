@@ -326,6 +326,33 @@ def kwok_processes(paths: ClusterPaths, name: str) -> dict[str, int]:
     return found
 
 
+def restart_control_plane_component(name: str, component: str = "kube-apiserver", downtime: float = 0.0) -> float:
+    """Kill one of kwokctl's components (SIGKILL) and start it again with the same command line, working
+    directory and environment, recording its new PID for `down`; returns seconds until it listens again.
+
+    For chaos tests: an API-server restart under running controllers, as a control-plane upgrade does.
+    """
+    paths = ClusterPaths.for_name(name)
+    pid_file = paths.kwok_workdir / "clusters" / name / "pids" / f"{component}.pid"
+    pid = int(pid_file.read_text().strip())
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    cwd = os.readlink(f"/proc/{pid}/cwd")
+    env = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in item)
+    port = (read_state(name) or {}).get("ports", {}).get("apiserver") if component == "kube-apiserver" else None
+    started = time.monotonic()
+    os.kill(pid, 9)
+    while pid_alive(pid) or (port and port_in_use(port)):
+        time.sleep(0.05)
+    time.sleep(downtime)
+    log = open(paths.kwok_workdir / "clusters" / name / "logs" / f"{component}.log", "ab")
+    process = subprocess.Popen([a.decode() for a in argv], cwd=cwd, env=env, stdout=log, stderr=log,
+                               start_new_session=True)
+    pid_file.write_text(str(process.pid))
+    if port and not wait_for_port(port, 60, lambda: process.poll() is None):
+        raise ClusterError(f"{component} did not come back; see {log.name}")
+    return time.monotonic() - started
+
+
 def down(name: str, echo=print) -> list[str]:
     """Stop every process `up` started (ours by PID, kwokctl's via kwokctl) and forget the cluster."""
     paths = ClusterPaths.for_name(name)
