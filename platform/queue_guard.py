@@ -1,6 +1,11 @@
 """The queue guard: a ValidatingAdmissionPolicy (CEL run by the API server, no webhook process) so that
 nothing in a tenant namespace can name another tenant's Volcano queue.
 
+A PodGroup or Volcano Job that names no queue is defaulted to Volcano's `default` queue by its CRD,
+which the guard refuses like any other queue. A bare pod (no controller owner) may not join a gang by
+naming a PodGroup; Volcano resolves that name in the pod's own namespace, so pods of the tenant's
+controllers (Jobs of its TrainJobs) can only ever join the tenant's own gangs.
+
 The allowed queue is the namespace's `trainyard.dev/queue` label, read through `namespaceObject`,
 so one policy serves every tenant; each tenant gets its own Binding scoped to its namespace.
 Tenants cannot relabel their namespace (tenant RBAC has no namespace rights).
@@ -20,7 +25,9 @@ GUARDED_RESOURCES = (
     ("scheduling.volcano.sh", "v1beta1", "podgroups"),
     ("trainer.kubeflow.org", "*", "trainjobs"),
     ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("batch.volcano.sh", "v1alpha1", "jobs"),
 )
+GROUP_NAME = "scheduling.k8s.io/group-name"
 
 
 def _annotation_ok(annotations_expr: str) -> str:
@@ -49,6 +56,17 @@ VALIDATIONS = (
     ("JobSet templates",
      "object.kind != 'JobSet' || object.?spec.?replicatedJobs.orValue([]).all(j, "
      f"{_template_ok('j.?template')} && {_template_ok('j.?template.?spec.?template')})"),
+    ("Volcano Job spec.queue or task template",
+     "!object.apiVersion.startsWith('batch.volcano.sh/') || (object.?spec.?queue.orValue('') == variables.queue && "
+     f"object.?spec.?tasks.orValue([]).all(t, {_template_ok('t.?template')}))"),
+)
+
+# (expression, message) checks with messages of their own
+OWN_MESSAGE_VALIDATIONS = (
+    (f"object.kind != 'Pod' || !object.?metadata.?annotations[?'{GROUP_NAME}'].hasValue() || "
+     "object.?metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false)) || "
+     f"object.metadata.annotations['{GROUP_NAME}'] == 'podgroup-' + object.?metadata.?uid.orValue('')",
+     f"'a bare pod (no controller owner) may not name a PodGroup ({GROUP_NAME}): gangs are built by TrainJobs'"),
 )
 
 
@@ -65,9 +83,11 @@ def render_queue_guard_policy() -> dict:
             "variables": [{"name": "queue", "expression":
                            f"namespaceObject.?metadata.?labels[?'{QUEUE_LABEL}'].orValue('')"}],
             "validations": [
-                {"expression": expression, "reason": "Forbidden",
-                 "messageExpression": f"'{where} names a Volcano queue other than this namespace\\'s queue ' + variables.queue"}
-                for where, expression in VALIDATIONS
+                *({"expression": expression, "reason": "Forbidden",
+                   "messageExpression": f"'{where} names a Volcano queue other than this namespace\\'s queue ' + variables.queue"}
+                  for where, expression in VALIDATIONS),
+                *({"expression": expression, "reason": "Forbidden", "messageExpression": message}
+                  for expression, message in OWN_MESSAGE_VALIDATIONS),
             ],
         },
     }

@@ -17,7 +17,8 @@ RUNTIME_READER = "trainyard:runtime-reader"
 
 
 def _observe_rules() -> list[dict]:
-    """What both roles need to follow their jobs: the JobSets, PodGroups, pods and logs they produce."""
+    """What both roles need to follow their jobs: the JobSets, PodGroups, pods and logs they produce, and the
+    quota and defaults they run under (read-only, so "exceeded quota" can be checked against the limits)."""
     return [
         {"apiGroups": [TRAINER], "resources": ["trainingruntimes"], "verbs": READ},
         {"apiGroups": [TRAINER], "resources": ["trainjobs/status"], "verbs": ["get"]},
@@ -25,6 +26,7 @@ def _observe_rules() -> list[dict]:
         {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": READ},
     ]
 
 

@@ -71,7 +71,9 @@ def test_tenant_rbac_is_namespaced_read_only_on_runtimes_and_wildcard_free(tenan
         for rule in role["rules"]:
             if {"trainingruntimes", "clustertrainingruntimes"} & set(rule["resources"]):
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}
-            assert not {"queues", "resourcequotas", "namespaces", "priorityclasses"} & set(rule["resources"])
+            assert not {"queues", "namespaces", "priorityclasses"} & set(rule["resources"])
+            if {"resourcequotas", "limitranges"} & set(rule["resources"]):
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, "tenants see their quota, never change it"
     subjects = {s["name"] for o in rbac if o["kind"] == "RoleBinding" for s in o["subjects"]}
     assert subjects == {"team-a-admins", "team-a-users"}
 
@@ -91,9 +93,23 @@ def test_queue_guard_cel_covers_every_place_a_queue_can_be_named():
                      "j.?template.?spec.?template", "object.?spec.?replicatedJobs", "podTemplateOverrides",
                      f"[?'{QUEUE_ANNOTATION}']"):
         assert fragment in text, fragment
-    resources = {r["resources"][0] for r in policy["spec"]["matchConstraints"]["resourceRules"]}
-    assert resources == {"pods", "podgroups", "trainjobs", "jobsets"}
+    resources = {(r["apiGroups"][0], r["resources"][0]) for r in policy["spec"]["matchConstraints"]["resourceRules"]}
+    assert resources == {("", "pods"), ("scheduling.volcano.sh", "podgroups"), ("trainer.kubeflow.org", "trainjobs"),
+                         ("jobset.x-k8s.io", "jobsets"), ("batch.volcano.sh", "jobs")}
     assert text.count("(") == text.count(")")
+
+
+def test_queue_guard_refuses_volcano_jobs_of_other_queues_and_bare_pods_joining_gangs():
+    """Attack suite holes: a Volcano Job named another tenant's queue, a bare pod joined a gang by annotation."""
+    validations = render_queue_guard_policy()["spec"]["validations"]
+    by_message = {v["messageExpression"]: v["expression"] for v in validations}
+    (vcjob,) = [e for m, e in by_message.items() if m.startswith("'Volcano Job")]
+    assert "object.?spec.?queue.orValue('') == variables.queue" in vcjob, "no queue is no escape to `default`"
+    assert "t.?template.?metadata.?annotations" in vcjob
+    (bare,) = [e for m, e in by_message.items() if "a bare pod" in m]
+    assert "scheduling.k8s.io/group-name" in bare and "r.?controller.orValue(false)" in bare
+    assert "'podgroup-' + object.?metadata.?uid" in bare, "Volcano's own group for a bare pod stays allowed"
+    assert all(v["reason"] == "Forbidden" for v in validations)
 
 
 def test_queue_guard_binding_targets_only_the_tenant_namespace(tenant):
