@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from . import constants as C
+from .quantity import QUANTITY_PATTERN
 from .schema import (DNS1035, Rule, array, boolean, free_object, immutable, int_or_string, integer, obj, string,
                      string_map)
 
@@ -44,8 +45,7 @@ def env_list(max_items: int = 128) -> dict:
 
 
 def resource_list() -> dict:
-    return {"type": "object", "additionalProperties": int_or_string(
-        pattern=r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")}
+    return {"type": "object", "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN)}
 
 
 def resource_requirements() -> dict:

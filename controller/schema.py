@@ -210,6 +210,8 @@ def _validate(schema: dict, value: Any, path: str, old: Any, errors: list[FieldE
             errors.append(FieldError(path, "Too long", f"may not be more than {schema['maxLength']} bytes"))
         if "minLength" in schema and len(value) < schema["minLength"]:
             errors.append(FieldError(path, "Invalid", f"{path} in body should be at least {schema['minLength']} chars long", value))
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append(FieldError(path, "Invalid", f"{path} in body should match '{schema['pattern']}'", value))
         if schema.get("format") == "date-time" and not _is_datetime(value):
             errors.append(FieldError(path, "Invalid", f"{path} in body must be of type date-time", value))
     if isinstance(value, int) and not isinstance(value, bool):

@@ -57,7 +57,7 @@ def test_validate_prints_warnings_and_errors(tmp_path):
     result = run("validate", write(tmp_path, "tj.yaml", trainjob(trainer={"env": [{"name": "PET_NNODES", "value": "1"}]})),
                  "--runtime", write(tmp_path, "rt.yaml", rt))
     assert result.exit_code == 1
-    lines = result.stdout.splitlines()
+    lines = result.stderr.splitlines()  # messages on stderr (issue 14.2), stdout stays for results
     assert lines[0].startswith('Warning: ClusterTrainingRuntime "rt" is deprecated')
     assert lines[1].startswith('Warning: Referenced ClusterTrainingRuntime "rt" is deprecated')
     assert lines[2] == "Error: spec.trainer.env: Invalid value: [...]: must not have reserved envs, invalid envs configured: [PET_NNODES]"
@@ -133,6 +133,6 @@ def test_render_and_validate_see_the_tenant_namespace_given_with_cluster(tmp_pat
     high["metadata"]["labels"] = {"trainyard.dev/priority-class": "training-high"}
     refused = run("validate", write(tmp_path, "high.yaml", high), "--runtime", rt, "--cluster", cluster)
     assert refused.exit_code == 1
-    assert refused.stdout.strip() == ('Error: metadata.labels[trainyard.dev/priority-class]: Unsupported value: '
+    assert refused.stderr.strip() == ('Error: metadata.labels[trainyard.dev/priority-class]: Unsupported value: '
                                       '"training-high": supported values: "team-a-default" (the priority classes '
                                       'namespace ns was granted)')
