@@ -7,7 +7,8 @@ identities (alice's impersonation attempts are her own), and `workflow`, a Servi
 suite grants create on pods, PodGroups, JobSets and Volcano Jobs, as a platform team would for a workflow
 engine in the namespace. Tenant users hold none of those rights, so their attempts stop at RBAC and their
 legitimate route is a TrainJob; the workflow rows prove the admission layer (queue guard, quota) holds for an
-identity RBAC lets through.
+identity RBAC lets through. `team-a-pod` is what a training pod of team-a holds: a token of its namespace's
+ServiceAccount (TokenRequest, as the kubelet projects it), posted to the TrainJob status server.
 
 Gang membership: Volcano resolves `scheduling.k8s.io/group-name` in the pod's own namespace, so no pod can
 join another tenant's gang. A bare pod (no controller owner) may not name a PodGroup at all in a tenant
@@ -40,6 +41,7 @@ TJ_API = "trainer.kubeflow.org/v1alpha1"
 WORKFLOW_SA = f"system:serviceaccount:{TENANT}:workflow"
 GUARD = "ValidatingAdmissionPolicy 'trainyard-queue-guard' with binding 'trainyard-queue-guard-team-a' denied request: "
 TALLY: dict[str, list[str]] = {"attempted": [], "refused": []}
+REFUSALS: dict[str, str] = {}  # attacker:name -> the layer that refused it
 
 
 @dataclass(frozen=True)
@@ -274,9 +276,9 @@ ATTACKS = [
            run("bob", "get", "configmap", "victim-runtime-snapshot", "-n", OTHER), forbidden("get", "configmaps"),
            run("bob", "get", "configmap", "mine-runtime-snapshot", "-n", TENANT)),
     # the status server
-    Attack("status-server-token-of-other-namespace", "workflow", post_status(TENANT, OTHER, "victim", OTHER, "victim"),
+    Attack("status-server-token-of-other-namespace", "team-a-pod", post_status(TENANT, OTHER, "victim", OTHER, "victim"),
            r"HTTP 403 .*Forbidden", post_status(TENANT, TENANT, "mine", TENANT, "mine")),
-    Attack("status-server-own-token-other-trainjob", "workflow", post_status(TENANT, TENANT, "mine", OTHER, "victim"),
+    Attack("status-server-own-token-other-trainjob", "team-a-pod", post_status(TENANT, TENANT, "mine", OTHER, "victim"),
            r"HTTP 403 .*Forbidden", post_status(TENANT, TENANT, "mine", TENANT, "mine")),
     # impersonation by a real non-admin identity
     Attack("impersonate-tenant-admin", "alice", run("alice", "--as=bob", "--as-group=team-a-admins", "get", "secrets", "-n", TENANT),
@@ -344,24 +346,35 @@ def arena(platform, cluster, tmp_path_factory):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[f"{a.attacker}:{a.name}" for a in ATTACKS])
 def test_attack_is_refused_and_the_legitimate_action_is_not(arena, attack):
-    TALLY["attempted"].append(attack.name)
+    key = f"{attack.attacker}:{attack.name}"
+    TALLY["attempted"].append(key)
     tried = attack.attempt(arena)
     refused = not tried.ok and re.search(attack.refusal, tried.text) is not None
     if refused:
-        TALLY["refused"].append(attack.name)
-    print(f"\n{'REFUSED' if refused else 'NOT REFUSED'} {attack.attacker}:{attack.name}: {tried.text[:300]}")
+        TALLY["refused"].append(key)
+        REFUSALS[key] = _reason(tried.text)
+    print(f"\n{'REFUSED' if refused else 'NOT REFUSED'} {key}: {tried.text[:300]}")
     assert not tried.ok, f"{attack.name} was NOT refused: {tried.text}"
     assert refused, f"{attack.name} was refused, but not as expected ({attack.refusal!r}): {tried.text}"
     control = attack.control(arena)
     assert control.ok, f"positive control of {attack.name} failed for {attack.attacker}: {control.text}"
 
 
-def test_every_attack_was_refused(request):
-    """The summary line, on the terminal whether or not pytest captures output (-s)."""
+def _reason(text: str) -> str:
+    """Which layer refused: the admission policy, the webhook, quota, RBAC or the status server."""
+    for marker, layer in (("ValidatingAdmissionPolicy", "queue guard"), ("admission webhook", "TrainJob webhook"),
+                          ("exceeded quota", "ResourceQuota"), ("cannot impersonate", "RBAC (impersonate)"),
+                          ("is forbidden: User", "RBAC"), ("HTTP 403", "status server 403")):
+        if marker in text:
+            return layer
+    return text[:60]
+
+
+def test_every_attack_was_refused(capsys):
+    """The table and the summary line, on the terminal whether or not pytest captures output (-s)."""
     refused, attempted = len(TALLY["refused"]), len(TALLY["attempted"])
-    line = f"tenant isolation: refused {refused}/{attempted} attempted"
-    print(line)
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("\n" + line)
+    with capsys.disabled():
+        for key in TALLY["attempted"]:
+            print(f"\n[attacks] {key:55} {REFUSALS.get(key, 'NOT REFUSED')}", end="")
+        print(f"\n[attacks] tenant isolation: refused {refused}/{attempted} attempted")
     assert attempted >= 15 and refused == attempted, sorted(set(TALLY["attempted"]) - set(TALLY["refused"]))
