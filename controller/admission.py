@@ -100,8 +100,8 @@ def is_deprecated(runtime: dict) -> bool:
 
 
 def _jobs(runtime: dict) -> list[dict]:
-    return [j for j in ((((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or [])
-            if isinstance(j, dict)]
+    jobs = k8s.mapping(k8s.mapping(k8s.mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
+    return [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
 
 
 def replicated_job_errors(runtime: dict) -> list[FieldError]:
@@ -421,14 +421,17 @@ def admission_review_response(review: dict, lookup: Lookup) -> dict:
     kind = (request.get("kind") or {}).get("kind") or ((request.get("object") or {}).get("kind"))
     operation = request.get("operation", "CREATE")
     new, old = request.get("object"), request.get("oldObject") if operation == "UPDATE" else None
-    if operation == "DELETE":
-        result = Result()
-    elif kind == C.TRAINJOB_KIND:
-        result = _review_trainjob(new, old, lookup)
-    elif kind in C.RUNTIME_KINDS:
-        result = validate_runtime(new, old)
-    else:
-        result = Result(errors=[FieldError("kind", "Invalid", f"trainyard does not validate {kind!r}")])
+    try:
+        if operation == "DELETE":
+            result = Result()
+        elif kind == C.TRAINJOB_KIND:
+            result = _review_trainjob(new, old, lookup)
+        elif kind in C.RUNTIME_KINDS:
+            result = validate_runtime(new, old)
+        else:
+            result = Result(errors=[FieldError("kind", "Invalid", f"trainyard does not validate {kind!r}")])
+    except ControllerError as err:  # a malformed level the checks walk into: refuse naming it
+        result = Result(errors=[_input_error(err)])
     response: dict = {"uid": uid, "allowed": result.allowed}
     if result.warnings:
         response["warnings"] = result.warnings
@@ -451,15 +454,16 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
     if jobset:
         cluster.append(jobset)
     cluster += [found for kind, name, ns in admission_lookups(trainjob) if (found := lookup(kind, name, ns))]
-    if isinstance(runtime, dict):
-        try:
-            queue = jobset_annotations(trainjob, load_runtime(runtime)).get(C.VOLCANO_QUEUE_ANNOTATION)
-        except InputError:
-            queue = None
+    try:  # a malformed runtime is reported by validate_trainjob; nothing more to look up for it
+        loaded = load_runtime(runtime) if isinstance(runtime, dict) else None
+    except InputError:
+        loaded = None
+    if loaded:
+        queue = jobset_annotations(trainjob, loaded).get(C.VOLCANO_QUEUE_ANNOTATION)
         if queue and (found := lookup("Queue", queue, None)):
             cluster.append(found)
-        for job in _jobs(runtime):
-            name = (k8s.pod_template(dict(job)).get("spec") or {}).get("priorityClassName")
+        for job in _jobs(loaded):
+            name = k8s.mapping(k8s.pod_template(dict(job)).get("spec")).get("priorityClassName")
             if name and (found := lookup("PriorityClass", name, None)):
                 cluster.append(found)
     return validate_trainjob(new, runtime, old, cluster)

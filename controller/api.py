@@ -48,6 +48,11 @@ def resource_list() -> dict:
     return {"type": "object", "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN)}
 
 
+def _object_meta() -> dict:
+    """Template metadata: labels and annotations are string maps as in ObjectMeta (the build copies them)."""
+    return obj({"labels": string_map(), "annotations": string_map()}, **{"x-kubernetes-preserve-unknown-fields": True})
+
+
 def resource_requirements() -> dict:
     return obj({
         "limits": resource_list(),
@@ -144,10 +149,13 @@ def jobset_spec() -> dict:
         "completionMode": string(),
         "backoffLimit": integer(),
         "template": obj({
-            "metadata": free_object(),
+            "metadata": _object_meta(),
             "spec": obj({
-                "containers": array(obj({"name": string()}, required=["name"], **{"x-kubernetes-preserve-unknown-fields": True})),
-                "initContainers": array(obj({"name": string()}, required=["name"], **{"x-kubernetes-preserve-unknown-fields": True})),
+                # resources typed as in the Pod API: the build reads them (PodGroup minResources, GPU limits)
+                "containers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
+                                        **{"x-kubernetes-preserve-unknown-fields": True})),
+                "initContainers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
+                                            **{"x-kubernetes-preserve-unknown-fields": True})),
             }, **{"x-kubernetes-preserve-unknown-fields": True}),
         }, **{"x-kubernetes-preserve-unknown-fields": True}),
     }, required=["template"], **{"x-kubernetes-preserve-unknown-fields": True})
@@ -158,7 +166,7 @@ def jobset_spec() -> dict:
         "dependsOn": array(obj({"name": string(), "status": string(enum=["Ready", "Complete"])}, required=["name", "status"]),
                            maxItems=5, rules=[value_immutable],
                            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
-        "template": obj({"metadata": free_object(), "spec": job_spec}),
+        "template": obj({"metadata": _object_meta(), "spec": job_spec}),
     }, required=["name", "template"])
     return obj({
         "replicatedJobs": array(replicated_job, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 from . import constants as C
+from .errors import InputError
 
 
 def owner_reference(trainjob: dict) -> dict:
@@ -58,34 +59,55 @@ def find_object(objects: Iterable[dict], kind: str, name: str, namespace: str | 
 
 # ---- JobSet spec navigation ---------------------------------------------------------------------
 
+def mapping(value: object) -> dict:
+    """Reading through user documents: a wrongly typed level reads as empty (schema checks report it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _level(parent: dict, key: str, where: str) -> dict:
+    """Writing into a document: create a missing level, refuse (naming it) one of the wrong type."""
+    value = parent.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"must be an object, got {type(value).__name__}; fix the value of this field", f"{where}.{key}")
+    return value
+
+
 def replicated_jobs(spec: dict) -> list[dict]:
-    return spec.setdefault("replicatedJobs", [])
+    jobs = spec.setdefault("replicatedJobs", [])
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+        raise InputError("must be a list of objects; fix the value of this field", "spec.template.spec.replicatedJobs")
+    return jobs
 
 
 def job_labels(job: dict) -> dict:
-    return ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return mapping(mapping(mapping(job.get("template")).get("metadata")).get("labels"))
 
 
 def ancestor_of(job: dict) -> str | None:
     return job_labels(job).get(C.LABEL_ANCESTOR)
 
 
+def _job_path(job: dict) -> str:
+    return f"replicatedJobs[{job.get('name')}]"
+
+
 def job_spec(job: dict) -> dict:
-    return job.setdefault("template", {}).setdefault("spec", {})
+    return _level(_level(job, "template", _job_path(job)), "spec", f"{_job_path(job)}.template")
 
 
 def pod_template(job: dict) -> dict:
-    return job_spec(job).setdefault("template", {})
+    return _level(job_spec(job), "template", f"{_job_path(job)}.template.spec")
 
 
 def pod_spec(job: dict) -> dict:
-    return pod_template(job).setdefault("spec", {})
+    return _level(pod_template(job), "spec", f"{_job_path(job)}.template.spec.template")
 
 
 def containers(job: dict, init: bool = False) -> list[dict]:
     """The (init) containers of a job's pod template, for reading (nothing is created)."""
-    found = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    return found.get("initContainers" if init else "containers") or []
+    found = mapping(mapping(mapping(mapping(job.get("template")).get("spec")).get("template")).get("spec"))
+    listed = found.get("initContainers" if init else "containers")
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
 
 
 def find_job(spec: dict, name: str) -> dict | None:

@@ -1,0 +1,45 @@
+"""Bad input at scale, fast slice (issue 10.4): generated TrainJob/runtime pairs through admission, the
+strict checks and the build, generated stack configs through stack validation; no unexpected exception,
+every refusal a clear message. `bench/bad_input.py` runs the full counts (10,000 pairs, 2,000 stacks).
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bad_input.py"
+
+
+@pytest.fixture(scope="module")
+def bad_input():
+    spec = importlib.util.spec_from_file_location("bad_input", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bad_input"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_trainjob_runtime_pairs_never_crash_and_refuse_clearly(bad_input):
+    tally = bad_input.run_pairs(300)
+    assert tally.generated == 300
+    assert not tally.unexpected and not tally.unclear, "\n".join(tally.samples)
+    assert tally.admitted and tally.refused and tally.built and tally.build_refused  # both outcomes exercised
+
+
+def test_generated_stack_configs_never_crash_and_name_field_and_fix(bad_input):
+    tally = bad_input.run_stacks(300)
+    assert tally.generated == 300
+    assert not tally.unexpected and not tally.unclear, "\n".join(tally.samples)
+    assert tally.admitted and tally.refused
+
+
+@pytest.mark.parametrize("message,why", [
+    ("spec.trainer.numNodes: Invalid value: 0: must be at least 1", None),
+    ("", "empty message"),
+    ("the runtime template is malformed (AttributeError: 'NoneType' object has no attribute 'get')",
+     "Python internals in the message (NoneType)"),
+])
+def test_what_counts_as_a_clear_message(bad_input, message, why):
+    assert bad_input.unclear(message) == why
