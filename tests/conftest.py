@@ -152,7 +152,11 @@ class PlatformStack:
         return result
 
     def preview(self):
-        return self.stack.preview(on_output=lambda line: None, color="never")
+        """The preview result; `.changed` lists the preview lines of resources it would change (for messages)."""
+        lines: list[str] = []
+        result = self.stack.preview(on_output=lines.append, diff=True, color="never")
+        result.changed = [line for line in "\n".join(lines).splitlines() if line.lstrip()[:1] in ("~", "+", "-")]
+        return result
 
     def destroy(self):
         return self.stack.destroy(on_output=lambda line: None, color="never")

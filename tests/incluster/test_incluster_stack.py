@@ -172,7 +172,7 @@ def test_tenants_queues_and_runtimes_are_installed(deployed):
 def test_a_second_preview_shows_no_changes(deployed):
     result = deployed.preview()
     changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}
-    assert changes == {}, f"a preview right after up must be empty, got {changes}"
+    assert changes == {}, f"a preview right after up must be empty, got {changes}: {result.changed[:40]}"
 
 
 def test_destroy_leaves_nothing_but_the_retained_crds(deployed, before):

@@ -28,7 +28,7 @@ def kubectl_as(cluster, user: str, group: str, *args: str, input_text: str | Non
 def test_second_preview_shows_no_changes(platform):
     result = platform.preview()
     changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}
-    assert changes == {}, f"a preview right after up must be empty, got {changes}"
+    assert changes == {}, f"a preview right after up must be empty, got {changes}: {result.changed[:40]}"
 
 
 def test_policy_pack_passes_on_the_deployed_program(platform):
