@@ -21,7 +21,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from trainyard.cluster import local
-from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, wait_for_port
 
 pytestmark = pytest.mark.integration
 
@@ -145,6 +145,7 @@ def controller(cluster):
         os.kill(pid, signal.SIGCONT)
     else:
         table.restart(CONTROLLER)
+    assert wait_for_port(cluster.spec.ports.port("controller_webhook"), 60), "the controller's webhook is back"
     ns = cluster.namespace("alive")
     create_retrying(cluster, ns, trainjob("probe", runtime(cluster)))
     cluster.wait(lambda: len(children(cluster, ns)[0]) == 1, timeout=90, what="the controller to reconcile again")
