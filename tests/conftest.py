@@ -7,7 +7,6 @@ The test cluster uses its own name and ports so it coexists with a `make up` clu
 from __future__ import annotations
 
 import os
-import time
 import uuid
 
 import pytest
@@ -16,6 +15,7 @@ import yaml
 from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.toolchain.build import ensure_built
+from waiting import wait_for
 
 # Two developers (or a developer and CI) can run suites side by side by choosing another name and base.
 TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
@@ -68,14 +68,7 @@ class Cluster:
             self.kubectl("delete", "namespace", self.created_namespaces.pop(), "--wait=false")
 
     def wait(self, predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {last!r}")
+        return wait_for(predicate, timeout, what, interval)
 
 
 @pytest.fixture(autouse=True)

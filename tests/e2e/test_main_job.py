@@ -24,6 +24,7 @@ from trainyard.main_job import EXAMPLE_TRAINJOB
 from trainyard.paths import repo_root
 from trainyard.toolchain.build import ensure_built
 from trainyard.toolchain.versions import binary
+from waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,15 +51,6 @@ def kubectl(*args: str, user: tuple[str, str] | None = None, input_text: str | N
     return subprocess.run([str(binary("kubectl")), "--kubeconfig", str(local.ClusterPaths.for_name(NAME).kubeconfig),
                            *identity, *args], capture_output=True, text=True, input=input_text, timeout=120)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
 import yaml
@@ -22,6 +21,7 @@ from trainyard.cluster.spec import ClusterSpec
 from trainyard.platform.controller_objects import CERT_SECRET, NAME as CONTROLLER
 from trainyard.toolchain.build import ensure_built
 from trainyard.toolchain.versions import binary
+from waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -55,15 +55,6 @@ def inventory() -> set[tuple[str, str, str]]:
             out.add((resource, meta.get("namespace", ""), meta["name"]))
     return out
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def incluster_values(document: dict, cluster_state: dict, ca_file) -> dict:
