@@ -16,6 +16,7 @@ MAIN_MODULES = {
     "kwok": "sigs.k8s.io/kwok",
     "jobset": "sigs.k8s.io/jobset",
     "volcano": "volcano.sh/volcano",
+    "kubeflow-trainer": "github.com/kubeflow/trainer/v2",
 }
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainyard.cluster import local
-from trainyard.cluster.spec import ClusterSpec
+from trainyard.cluster.spec import TRAINJOB_CONTROLLERS, ClusterSpec
 
 cluster_app = typer.Typer(help="A local Kubernetes cluster of simulated GPU nodes (kwok) with JobSet and Volcano.",
                           no_args_is_help=True)
@@ -24,6 +24,10 @@ PORT_BASE = typer.Option(DEFAULT.port_base, help="First of the loopback ports th
 PROVIDER = typer.Option("kwok", help="kwok (default, no container engine needed) or kind.")
 FEATURE_GATES = typer.Option(DEFAULT.feature_gates, help="The TrainJob controller's feature gates.")
 PROVIDERS = ("kwok", "kind")
+TRAINJOB_CONTROLLER = typer.Option(
+    DEFAULT.trainjob_controller, "--trainjob-controller",
+    help=f"Which TrainJob controller runs: {' or '.join(TRAINJOB_CONTROLLERS)} (Kubeflow Trainer's own "
+         "trainer-controller-manager, built by `trainyard tools build kubeflow-trainer`, as an oracle).")
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -46,6 +50,9 @@ def start(spec: ClusterSpec, provider: str = "kwok", bare: bool = False) -> dict
         fail(f"--provider {provider!r}: use one of {', '.join(PROVIDERS)}", 2)
     if bare and provider != "kwok":
         fail("--bare is a kwok option (kind clusters start without trainyard's local controllers anyway)", 2)
+    if spec.trainjob_controller != DEFAULT.trainjob_controller and (bare or provider != "kwok"):
+        fail(f"--trainjob-controller {spec.trainjob_controller}: the controller runs as a local process of a "
+             "kwok cluster with controllers (not --bare, not --provider kind)", 2)
     try:
         if provider == "kind":
             from trainyard.cluster import kind
@@ -68,12 +75,13 @@ def up(
     port_base: int = PORT_BASE,
     provider: str = PROVIDER,
     feature_gates: str = FEATURE_GATES,
+    trainjob_controller: str = TRAINJOB_CONTROLLER,
     bare: bool = typer.Option(False, "--bare", help="Control plane and GPU nodes only, no local controllers: "
                               "deploy an in-cluster stack (controllersRunLocally: false) onto it; kwok runs its pods."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
-                     port_base=port_base, feature_gates=feature_gates)
+                     port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller)
     start(spec, provider, bare)
     print_status(name)
 
@@ -121,6 +129,7 @@ def print_status(name: str) -> None:
     for proc, state in sorted(info["processes"].items()):
         table.add_row(proc, state)
     console.print(table)
+    console.print(f"trainjob controller: {info['trainjob_controller']}")
     console.print(f"kubeconfig: {info['kubeconfig']}\nlogs:       {info['logs']}")
     console.print(f"try:        export KUBECONFIG={info['kubeconfig']}; kubectl get nodes -L nvidia.com/gpu.product")
 

@@ -192,7 +192,10 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     if is_running(spec.name):
         echo(f"cluster {spec.name!r} is already running (kubeconfig {paths.kubeconfig}); nothing changed")
         return read_state(spec.name) or {}
+    from trainyard.cluster import trainer_controllers  # imports this module
+
     binaries = _binaries()
+    trainer_controllers.check_built(spec)
     _check_ports_free(spec)
     if paths.root.exists():  # leftovers of a crashed run: start clean
         down(spec.name, echo=lambda *_: None)
@@ -211,6 +214,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     paths.kubeconfig.chmod(0o600)
     state = {"name": spec.name, "provider": "kwok", "spec": asdict(spec), "ports": spec.ports.all(),
              "kubeconfig": str(paths.kubeconfig), "controllers": controllers,
+             "trainjob_controller": spec.trainjob_controller,
              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     paths.state.write_text(json.dumps(state, indent=2))
 
@@ -270,35 +274,9 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
         if not wait_for_port(port, 90, lambda n=name: n in table.running()):
             raise ClusterError(f"{name} did not become healthy; see {table.log_dir / (name + '.log')}")
     _wait_queue_open(kc, "default", 90)
-    start_trainjob_controller(spec, paths, table, kc, ca_pem, echo)
+    trainer_controllers.start_trainjob_controller(spec, paths, table, kc, ca_pem, echo)
     echo(f"cluster {spec.name!r} is up")
     return state
-
-
-def start_trainjob_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, ca_pem: bytes,
-                             echo=print) -> None:
-    """Install trainyard's CRDs, run its controller as a local process and register its webhook by URL."""
-    from trainyard.controller.crds import crd_objects
-    from trainyard.controller.webhook_server import webhook_configuration
-
-    echo("installing the trainer.kubeflow.org CRDs and starting trainyard's TrainJob controller")
-    crds = crd_objects()
-    kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(crds))
-    kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{c['metadata']['name']}" for c in crds])
-    kc("create", "namespace", "trainyard-system")
-    ports = spec.ports
-    table.start(ProcessSpec("trainjob-controller", [
-        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
-        "--lease-namespace", "trainyard-system",
-        f"--metrics-address=127.0.0.1:{ports.port('controller_metrics')}",
-        f"--health-address=127.0.0.1:{ports.port('controller_health')}",
-        f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
-        f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
-        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}"]))
-    if not wait_for_port(ports.port("controller_webhook"), 60, lambda: "trainjob-controller" in table.running()):
-        raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / 'trainjob-controller.log'}")
-    config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")
-    kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump(config))
 
 
 def _wait_queue_open(kc, queue: str, timeout: float) -> None:
@@ -390,4 +368,5 @@ def status(name: str) -> dict:
     processes = {proc: ("running" if pid_alive(pid) else "dead") for proc, pid in table.load().items()}
     return {"name": name, "running": is_running(name), "kubeconfig": str(paths.kubeconfig),
             "apiserver": f"https://127.0.0.1:{state['ports']['apiserver']}", "processes": processes,
-            "logs": str(paths.logs), "spec": state["spec"]}
+            "logs": str(paths.logs), "spec": state["spec"],
+            "trainjob_controller": state.get("trainjob_controller", "trainyard")}

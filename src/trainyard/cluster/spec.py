@@ -5,6 +5,7 @@ Everything here returns plain dicts/strings so it can be tested without starting
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -18,6 +19,8 @@ SPINE_LABEL = "trainyard.dev/spine"
 VOLCANO_NAMESPACE = "volcano-system"
 SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
+# Which TrainJob controller a local cluster runs: trainyard's, or Kubeflow Trainer's own (the oracle).
+TRAINJOB_CONTROLLERS = ("trainyard", "upstream")
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
@@ -58,6 +61,7 @@ class ClusterSpec:
     zone: str = "local-a"
     # The local platform tries alpha features upstream ships off: training code can report progress.
     feature_gates: str = "TrainJobStatus=true"
+    trainjob_controller: str = "trainyard"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -72,6 +76,9 @@ class ClusterSpec:
             parse_feature_gates(self.feature_gates)
         except ValueError as err:
             problems.append(f"--feature-gates: {err}")
+        if self.trainjob_controller not in TRAINJOB_CONTROLLERS:
+            problems.append(f"--trainjob-controller {self.trainjob_controller!r}: use one of "
+                            f"{', '.join(TRAINJOB_CONTROLLERS)}")
         if self.racks < 1 or self.racks > self.nodes:
             problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
         low, high = ephemeral_port_range()
@@ -196,6 +203,66 @@ def jobset_config(spec: ClusterSpec, cert_dir: Path) -> dict:
         "metrics": {"bindAddress": f"127.0.0.1:{ports.port('jobset_metrics')}"},
         "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.port('jobset_health')}"},
     }
+
+
+def trainer_config(spec: ClusterSpec) -> dict:
+    """Kubeflow Trainer's manager Configuration for running it out of cluster (`--trainjob-controller upstream`).
+
+    It reuses the controller_* ports (one TrainJob controller runs at a time). certManagement is off: the
+    cert rotator would write a Secret in kubeflow-system and patch the webhook configurations for a
+    Service. The API has no certDir: the webhook server reads $TMPDIR/k8s-webhook-server/serving-certs
+    (see `trainer_cert_dir`); the status server has no host field and listens on every interface.
+    """
+    ports = spec.ports
+    return {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        "webhook": {"port": ports.port("controller_webhook"), "host": "127.0.0.1"},
+        "metrics": {"bindAddress": f"127.0.0.1:{ports.port('controller_metrics')}", "secureServing": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.port('controller_health')}"},
+        "statusServer": {"port": ports.port("controller_status")},
+        "featureGates": parse_feature_gates(spec.feature_gates),
+    }
+
+
+# Where Kubeflow Trainer's status server reads its certificate: a constant in pkg/util/cert, not configurable.
+TRAINER_STATUS_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def trainer_cert_dir(tmp_dir: Path) -> Path:
+    """The webhook server's certDir when the manager runs with TMPDIR=tmp_dir (controller-runtime's default)."""
+    return tmp_dir / "k8s-webhook-server" / "serving-certs"
+
+
+def json_patch(document: dict, operations: list[dict]) -> dict:
+    """Apply RFC 6902 `add`/`replace` operations (what upstream's kustomize webhook patches use) to a copy."""
+    out = copy.deepcopy(document)
+    for op in operations:
+        if op["op"] not in ("add", "replace"):
+            raise ValueError(f"unsupported patch operation {op['op']!r}")
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
+        target = out
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if isinstance(target, list):
+            index = len(target) if last == "-" else int(last)
+            if op["op"] == "add":
+                target.insert(index, op["value"])
+            else:
+                target[index] = op["value"]
+        else:
+            target[last] = op["value"]
+    return out
+
+
+def trainer_webhook_configurations(manifests: list[dict], patches: dict[str, list[dict]], base_url: str,
+                                   ca_bundle_b64: str) -> list[dict]:
+    """Upstream's webhook configurations as its kustomization renders them (names, objectSelectors), with
+    every clientConfig pointed at the local manager by URL. `patches` maps kind -> JSON patch operations."""
+    return [url_webhook_configuration(json_patch(doc, patches.get(doc["kind"], [])), base_url, ca_bundle_b64)
+            for doc in manifests]
 
 
 def url_webhook_configuration(manifest: dict, base_url: str, ca_bundle_b64: str) -> dict:

@@ -163,10 +163,21 @@ TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
 FLUX_TEMPLATES = "pkg/runtime/framework/plugins/flux/templates"
 
 
+TRAINER_BINARIES = {"trainer-controller-manager": f"{TRAINER_MODULE}/cmd/trainer-controller-manager"}
+
+
 def kubeflow_trainer(tool: Tool) -> list[Step]:
-    """The Flux policy's templates (`flux/<file>` in the tool's bin dir) from the pinned trainer module."""
-    return [copy_from_module(tool, TRAINER_MODULE, f"{FLUX_TEMPLATES}/{name.removeprefix('flux/')}",
-                             tool.bin_dir / name, mode=0o644) for name in tool.binaries]
+    """Upstream's controller (the oracle trainyard's is compared with) and the Flux policy's templates.
+
+    Upstream's release build sets no version variables, so there is nothing to stamp. The templates
+    (`flux/<file>` in the tool's bin dir) are copied from the same pinned module.
+    """
+    builds: list[Step] = [_build(tool, _ldflags({}), tool.bin_dir / name, [TRAINER_BINARIES[name]])
+                          for name in tool.binaries if name in TRAINER_BINARIES]
+    copies: list[Step] = [copy_from_module(tool, TRAINER_MODULE, f"{FLUX_TEMPLATES}/{name.removeprefix('flux/')}",
+                                           tool.bin_dir / name, mode=0o644)
+                          for name in tool.binaries if name.startswith("flux/")]
+    return builds + copies
 
 
 RECIPES: dict[str, Callable[[Tool], list[Step]]] = {

@@ -1,0 +1,136 @@
+"""The local cluster's TrainJob controller: trainyard's, or Kubeflow Trainer's own as an oracle.
+
+`cluster up --trainjob-controller upstream` runs the trainer-controller-manager built from the pinned
+module in place of trainyard's, with upstream's CRDs and webhooks, so both can be compared on one cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster.local import ClusterError, ClusterPaths
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.controller.feature_gates import TRAINJOB_STATUS, parse_feature_gates
+from trainyard.toolchain.versions import tool
+
+PROCESS = "trainjob-controller"
+UPSTREAM_BINARY = "trainer-controller-manager"
+
+
+def check_built(spec: ClusterSpec) -> None:
+    """Fail before anything starts when the chosen controller's binary is missing."""
+    if spec.trainjob_controller == "upstream" and not tool("kubeflow-trainer").path(UPSTREAM_BINARY).is_file():
+        raise ClusterError(f"--trainjob-controller upstream needs {UPSTREAM_BINARY}; build it with "
+                           "`trainyard tools build kubeflow-trainer`")
+
+
+def start_trainjob_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, ca_pem: bytes,
+                             echo=print) -> None:
+    """Start the TrainJob controller `spec.trainjob_controller` names."""
+    if spec.trainjob_controller == "upstream":
+        start_upstream_controller(spec, paths, table, kc, echo)
+    else:
+        start_trainyard_controller(spec, paths, table, kc, ca_pem, echo)
+
+
+def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, ca_pem: bytes,
+                               echo=print) -> None:
+    """Install trainyard's CRDs, run its controller as a local process and register its webhook by URL."""
+    from trainyard.controller.crds import crd_objects
+    from trainyard.controller.webhook_server import webhook_configuration
+
+    echo("installing the trainer.kubeflow.org CRDs and starting trainyard's TrainJob controller")
+    crds = crd_objects()
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(crds))
+    kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{c['metadata']['name']}" for c in crds])
+    kc("create", "namespace", "trainyard-system")
+    ports = spec.ports
+    table.start(ProcessSpec(PROCESS, [
+        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
+        "--lease-namespace", "trainyard-system",
+        f"--metrics-address=127.0.0.1:{ports.port('controller_metrics')}",
+        f"--health-address=127.0.0.1:{ports.port('controller_health')}",
+        f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
+        f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
+        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}"]))
+    if not wait_for_port(ports.port("controller_webhook"), 60, lambda: PROCESS in table.running()):
+        raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / (PROCESS + '.log')}")
+    config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump(config))
+
+
+def upstream_manifests() -> dict[str, list[Path]]:
+    """Kubeflow Trainer's CRDs and webhook manifests (with their kustomize patches) from the pinned module."""
+    from trainyard.toolchain.recipes import TRAINER_MODULE, module_dir
+
+    base = module_dir(tool("kubeflow-trainer"), TRAINER_MODULE) / "manifests" / "base"
+    return {
+        "crds": sorted((base / "crds").glob("trainer.kubeflow.org_*.yaml")),
+        "webhooks": [base / "webhook" / "manifests.yaml"],
+        "MutatingWebhookConfiguration": [base / "webhook" / "patch_mutating.yaml"],
+        "ValidatingWebhookConfiguration": [base / "webhook" / "patch_validating.yaml"],
+    }
+
+
+def _load_all(path: Path) -> list:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _wait_ready(port: int, timeout: float, alive) -> bool:
+    """Upstream registers its webhook handlers after the server listens; /readyz says when it serves."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo=print) -> None:
+    """Run Kubeflow Trainer's trainer-controller-manager out of cluster with upstream's CRDs and webhooks.
+
+    Its webhook server has no certDir option and reads $TMPDIR/k8s-webhook-server/serving-certs, so the
+    process gets a TMPDIR inside the cluster's directory; the status server (TrainJobStatus gate) reads a
+    fixed /tmp/k8s-webhook-server/serving-certs, filled with this cluster's pair when empty.
+    """
+    manifests = upstream_manifests()
+    binary = tool("kubeflow-trainer").path(UPSTREAM_BINARY)
+    echo(f"installing Kubeflow Trainer {tool('kubeflow-trainer').version}'s CRDs and starting its "
+         f"{UPSTREAM_BINARY} (the upstream TrainJob controller)")
+    for path in manifests["crds"]:
+        kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    names = [doc["metadata"]["name"] for path in manifests["crds"] for doc in _load_all(path)]
+    kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{name}" for name in names])
+
+    tmp_dir = paths.root / "tmp"
+    cert_dir = cluster_spec.trainer_cert_dir(tmp_dir)
+    ca_pem = certs.write_serving_pair(cert_dir)
+    if parse_feature_gates(spec.feature_gates)[TRAINJOB_STATUS]:
+        certs.write_serving_pair(cluster_spec.TRAINER_STATUS_CERT_DIR)  # kept when another cluster wrote it
+    config_file = paths.root / "trainer-config.yaml"
+    config_file.write_text(yaml.safe_dump(cluster_spec.trainer_config(spec), sort_keys=False))
+    table.start(ProcessSpec(PROCESS, [str(binary), "--config", str(config_file), "--kubeconfig",
+                                      str(paths.kubeconfig), "--zap-log-level=info"], env={"TMPDIR": str(tmp_dir)}))
+    ports = spec.ports
+    alive = lambda: PROCESS in table.running()  # noqa: E731
+    if not (wait_for_port(ports.port("controller_webhook"), 60, alive)
+            and _wait_ready(ports.port("controller_health"), 60, alive)):
+        raise ClusterError(f"{UPSTREAM_BINARY} did not become ready; see {table.log_dir / (PROCESS + '.log')}")
+    patches = {kind: yaml.safe_load(manifests[kind][0].read_text())
+               for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")}
+    hooks = cluster_spec.trainer_webhook_configurations(
+        _load_all(manifests["webhooks"][0]), patches, f"https://127.0.0.1:{ports.port('controller_webhook')}",
+        certs.ca_bundle(ca_pem))
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(hooks))
+
