@@ -127,3 +127,9 @@ def test_cluster_up_refuses_a_bad_trainjob_controller_before_starting(args, mess
     result = CliRunner().invoke(app, ["cluster", "up", "--name", "never-started", *args])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def test_status_secret_is_where_the_trainjobstatus_plugin_reads_ca_crt():
+    secret = s.trainer_status_secret({"ca.crt": b"CA", "tls.crt": b"C", "tls.key": b"K"})
+    assert secret["metadata"] == {"name": "kubeflow-trainer-webhook-cert", "namespace": "kubeflow-system"}
+    assert secret["data"] == {"ca.crt": "Q0E=", "tls.crt": "Qw==", "tls.key": "Sw=="}

@@ -5,6 +5,7 @@ Everything here returns plain dicts/strings so it can be tested without starting
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from dataclasses import dataclass, field
@@ -229,6 +230,19 @@ def trainer_config(spec: ClusterSpec) -> dict:
 
 # Where Kubeflow Trainer's status server reads its certificate: a constant in pkg/util/cert, not configurable.
 TRAINER_STATUS_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+# Namespace and Secret the TrainJobStatus plugin reads the status server's ca.crt from (upstream defaults; the
+# cert rotator fills the Secret in cluster, so out of cluster it is written from the status server's pair).
+TRAINER_NAMESPACE = "kubeflow-system"
+TRAINER_CERT_SECRET = "kubeflow-trainer-webhook-cert"
+
+
+def trainer_status_secret(files: dict[str, bytes]) -> dict:
+    """The Secret upstream's cert rotator would keep (ca.crt, tls.crt, tls.key), from the status server's pair."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": TRAINER_CERT_SECRET, "namespace": TRAINER_NAMESPACE},
+            "data": {name: base64.b64encode(content).decode() for name, content in sorted(files.items())}}
 
 
 def trainer_cert_dir(tmp_dir: Path) -> Path:

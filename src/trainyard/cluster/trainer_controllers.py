@@ -97,12 +97,24 @@ def _wait_ready(port: int, timeout: float, alive) -> bool:
     return False
 
 
+def _provide_status_server_certificate(kc) -> None:
+    """The status server reads a fixed /tmp/k8s-webhook-server/serving-certs (a pair another cluster wrote there
+    is kept), and the TrainJobStatus plugin copies ca.crt from kubeflow-system/kubeflow-trainer-webhook-cert
+    into each TrainJob's namespace, failing the TrainJob's build when that Secret is missing."""
+    directory = cluster_spec.TRAINER_STATUS_CERT_DIR
+    certs.write_serving_pair(directory)
+    files = {name: (directory / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
+    kc("create", "namespace", cluster_spec.TRAINER_NAMESPACE)
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-",
+       input_text=yaml.safe_dump(cluster_spec.trainer_status_secret(files)))
+
+
 def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo=print) -> None:
     """Run Kubeflow Trainer's trainer-controller-manager out of cluster with upstream's CRDs and webhooks.
 
     Its webhook server has no certDir option and reads $TMPDIR/k8s-webhook-server/serving-certs, so the
-    process gets a TMPDIR inside the cluster's directory; the status server (TrainJobStatus gate) reads a
-    fixed /tmp/k8s-webhook-server/serving-certs, filled with this cluster's pair when empty.
+    process gets a TMPDIR inside the cluster's directory. With the TrainJobStatus gate the status server
+    needs a certificate too (see `_provide_status_server_certificate`).
     """
     manifests = upstream_manifests()
     binary = tool("kubeflow-trainer").path(UPSTREAM_BINARY)
@@ -117,7 +129,7 @@ def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
     cert_dir = cluster_spec.trainer_cert_dir(tmp_dir)
     ca_pem = certs.write_serving_pair(cert_dir)
     if parse_feature_gates(spec.feature_gates)[TRAINJOB_STATUS]:
-        certs.write_serving_pair(cluster_spec.TRAINER_STATUS_CERT_DIR)  # kept when another cluster wrote it
+        _provide_status_server_certificate(kc)
     config_file = paths.root / "trainer-config.yaml"
     config_file.write_text(yaml.safe_dump(cluster_spec.trainer_config(spec), sort_keys=False))
     table.start(ProcessSpec(PROCESS, [str(binary), "--config", str(config_file), "--kubeconfig",
