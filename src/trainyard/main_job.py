@@ -17,7 +17,7 @@ __all__ = ["EXAMPLE_TRAINJOB", "StackError", "closing_hint", "deploy"]
 def deploy(cluster: str, stack: str = "local", echo: Callable[[str], None] = print) -> None:
     """`pulumi up` (+ refresh) of `stack` bound to the local cluster `cluster`."""
     echo(f"deploying the platform: pulumi up of stack {stack!r} onto cluster {cluster!r}")
-    stack_deploy.up(stack, cluster=cluster, echo=echo)
+    stack_deploy.up(stack, cluster=cluster)
 
 
 def closing_hint(cluster: str, stack: str = "local") -> str:

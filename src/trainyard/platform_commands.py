@@ -20,7 +20,7 @@ EXTRA = typer.Argument(None, help="Extra pulumi flags (after --).")
 
 def _guarded(action, *args) -> None:
     try:
-        action(*args, echo=console.print)
+        action(*args)
     except stack_deploy.StackError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1)
@@ -44,28 +44,9 @@ def destroy(stack: str = STACK, cluster: str = CLUSTER) -> None:
     _guarded(stack_deploy.run, stack, "destroy", [], cluster)
 
 
-def validate_stack(stack: str, echo=print, root=None) -> int:
-    """Print every problem of stacks/Pulumi.<stack>.yaml (file:line, field, fix); the exit status: 1 on errors."""
-    from trainyard.platform.problems import errors_of, warnings_of
-    from trainyard.platform.stack_source import check_stack_file
-
-    path = stack_deploy.stack_file(stack, root)
-    if not path.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
-        echo(f"error: no stack file {path}; known stacks: {', '.join(known) or 'none'}")
-        return 1
-    problems = check_stack_file(path, f"stacks/{path.name}")
-    for problem in problems:
-        echo(("error: " if problem.severity != "warning" else "") + str(problem))
-    errors, warnings = errors_of(problems), warnings_of(problems)
-    echo(f"stacks/{path.name}: {len(errors)} error(s), {len(warnings)} warning(s)" if problems
-         else f"stacks/{path.name}: OK (no problems)")
-    return 1 if errors else 0
-
-
 @platform_app.command("validate")
 def validate(stack: str = STACK) -> None:
     """Check the stack file offline with the same rules `pulumi up` applies; exit 1 on errors."""
-    code = validate_stack(stack, echo=typer.echo)
+    code = stack_deploy.validate(stack, echo=typer.echo)
     if code:
         raise typer.Exit(code)

@@ -34,11 +34,18 @@ def stack_file(stack: str, root: Path | None = None) -> Path:
     return (root or repo_root()) / "stacks" / f"Pulumi.{stack}.yaml"
 
 
+def known_stacks(root: Path | None = None) -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in ((root or repo_root()) / "stacks").glob("Pulumi.*.yaml"))
+
+
+def missing_stack_message(stack: str, root: Path | None = None) -> str:
+    return f"no stack file {stack_file(stack, root)}; known stacks: {', '.join(known_stacks(root)) or 'none'}"
+
+
 def read_stack_file(stack: str, root: Path | None = None) -> dict:
     path = stack_file(stack, root)
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
-        raise StackError(f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
+        raise StackError(missing_stack_message(stack, root))
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(document, dict):
         raise StackError(f"{path}: a stack file is a YAML mapping with a `config:` key")
@@ -129,8 +136,7 @@ def _select(target: StackTarget) -> None:
         raise StackError(f"pulumi stack init {target.stack} failed: {(created.stderr or created.stdout).strip()}")
 
 
-def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER,
-        echo: Callable[[str], None] = print) -> None:
+def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER) -> None:
     """`pulumi <command>` of the stack, offline; raises StackError naming the stack on failure."""
     from trainyard.pulumi_env import install_plugins
     from trainyard.toolchain.build import ensure_built
@@ -145,12 +151,30 @@ def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFA
         raise StackError(f"pulumi {command} of stack {stack!r} failed (exit {result.returncode}); its output is above")
 
 
-def up(stack: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER, echo: Callable[[str], None] = print) -> None:
+def up(stack: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER) -> None:
     """`pulumi up`, then a refresh.
 
     The refresh records the live state of objects the stack adopted (the local cluster pre-applies
     CRDs and webhook registrations); without it the provider's state of a few adopted CRDs lacks the
     annotations it applied, and the next preview shows a spurious update.
     """
-    run(stack, "up", extra, cluster, echo)
-    run(stack, "refresh", (), cluster, echo)
+    run(stack, "up", extra, cluster)
+    run(stack, "refresh", (), cluster)
+
+
+def validate(stack: str, echo: Callable[[str], None] = print, root: Path | None = None) -> int:
+    """Print every problem of stacks/Pulumi.<stack>.yaml (file:line, field, fix), offline; 1 on errors."""
+    from trainyard.platform.problems import errors_of, warnings_of
+    from trainyard.platform.stack_source import check_stack_file
+
+    path = stack_file(stack, root)
+    if not path.is_file():
+        echo(f"error: {missing_stack_message(stack, root)}")
+        return 1
+    problems = check_stack_file(path, f"stacks/{path.name}")
+    for problem in problems:
+        echo(("error: " if problem.severity != "warning" else "") + str(problem))
+    errors, warnings = errors_of(problems), warnings_of(problems)
+    echo(f"stacks/{path.name}: {len(errors)} error(s), {len(warnings)} warning(s)" if problems
+         else f"stacks/{path.name}: OK (no problems)")
+    return 1 if errors else 0

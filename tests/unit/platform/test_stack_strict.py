@@ -164,7 +164,7 @@ def _stack_root(tmp_path: Path, text: str) -> Path:
 
 
 def test_platform_validate_prints_problems_with_lines_and_fails(tmp_path):
-    from trainyard.platform_commands import validate_stack
+    from trainyard.stack_deploy import validate as validate_stack
 
     lines: list[str] = []
     code = validate_stack("x", echo=lines.append, root=_stack_root(tmp_path, STACK_TEXT))
@@ -175,7 +175,7 @@ def test_platform_validate_prints_problems_with_lines_and_fails(tmp_path):
 
 
 def test_platform_validate_passes_a_valid_stack_and_reports_warnings(tmp_path):
-    from trainyard.platform_commands import validate_stack
+    from trainyard.stack_deploy import validate as validate_stack
 
     document = yaml.safe_load(STACK_TEXT)
     document["config"].pop("trainyard:tenant")
