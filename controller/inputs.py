@@ -24,6 +24,9 @@ def runtime_schema() -> dict:
     return _RUNTIME_SCHEMA
 
 
+GENERATED_SUFFIX = "00000"
+
+
 def _check_document(doc: object, kinds: tuple[str, ...], what: str) -> dict:
     if not isinstance(doc, dict):
         raise InputError(f"expected a {what} object (a YAML mapping), got {type(doc).__name__}", "document")
@@ -35,8 +38,13 @@ def _check_document(doc: object, kinds: tuple[str, ...], what: str) -> dict:
     if api_version not in allowed:
         raise InputError(f"apiVersion is {api_version!r}; use {' or '.join(allowed)}", "apiVersion")
     meta = doc.get("metadata")
+    if isinstance(meta, dict) and not meta.get("name") and isinstance(meta.get("generateName"), str) \
+            and meta["generateName"]:
+        # The API server appends five random characters; offline, a fixed stand-in keeps output reproducible.
+        meta = {**meta, "name": meta["generateName"] + GENERATED_SUFFIX}
+        doc = {**doc, "metadata": meta}
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise InputError("metadata.name is required (a non-empty string)", "metadata.name")
+        raise InputError("metadata.name is required (a non-empty string, or metadata.generateName)", "metadata.name")
     for key in ("namespace", "uid"):
         if key in meta and not isinstance(meta[key], str):
             raise InputError(f"metadata.{key} must be a string", f"metadata.{key}")
