@@ -100,6 +100,13 @@ class LeaderElector:
         while not stop.is_set():
             try:
                 ok = self.try_acquire_or_renew()
+            except ApiException as exc:
+                if exc.status == 404:
+                    log.warning("lease namespace %s does not exist: create it, or pass --lease-namespace",
+                                self.namespace)
+                else:
+                    log.warning("lease %s/%s: %s %s", self.namespace, self.name, exc.status, exc.reason)
+                ok = False
             except Exception as exc:  # API server unavailable: treat as not renewed
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
                 ok = False

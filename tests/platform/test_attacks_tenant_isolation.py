@@ -334,6 +334,11 @@ def arena(platform, cluster, tmp_path_factory):
         cluster.wait(lambda: _exists(cluster, kind, name, ns), what=f"{kind} {ns}/{name}")
     cluster.wait(lambda: kubectl(arena, "workflow", "auth", "can-i", "create", "podgroups", "-n", TENANT).ok,
                  what="the workflow ServiceAccount's Role in effect")
+    # A ValidatingAdmissionPolicy bites only once the API server has loaded and type-checked it (seconds
+    # after `pulumi up`): probe with a dry run that only the queue guard refuses before attacking.
+    cluster.wait(lambda: "denied" in kubectl(arena, "admin", "create", "--dry-run=server", "-f", "-",
+                                             obj=podgroup(OTHER)).text, timeout=120, interval=1,
+                 what="the queue guard in effect")
     arena.status_url = _status_url(cluster.get_object("jobset.x-k8s.io", "v1alpha2", "jobsets", "mine", TENANT))
     ca = tmp_path_factory.mktemp("attacks") / "ca.crt"
     ca.write_text(cluster.core.read_namespaced_config_map("mine-tls-config", TENANT).data["ca.crt"])

@@ -1,8 +1,8 @@
 """Reliability figures from the real local cluster: the controller killed mid-burst, the API server restarted
 mid-burst, watches expired (410) while the controller was paused, and a paused leader replaced.
 
-Each test prints its figures (`[reliability] ...`); README's table comes from these lines. They run last:
-they restart the shared cluster's API server and controller, then leave both healthy.
+Each test prints its figures (`[reliability] ...`); README's table comes from these lines. They restart the
+shared cluster's API server and controller, then leave both healthy (leading again) for the suites after them.
 """
 
 from __future__ import annotations
