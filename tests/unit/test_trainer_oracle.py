@@ -52,11 +52,12 @@ def test_trainer_config_runs_out_of_cluster(field, expected):
 
 
 @pytest.mark.parametrize("gates,expected", [
-    ("TrainJobStatus=true", {"TrainJobStatus": True}),
+    ("TrainJobStatus=true", {"TrainJobStatus": False}),
     ("TrainJobStatus=false", {"TrainJobStatus": False}),
     ("", {"TrainJobStatus": False}),
 ])
-def test_trainer_config_carries_the_feature_gates(gates, expected):
+def test_trainer_config_turns_off_what_needs_the_in_cluster_token(gates, expected):
+    """TrainJobStatus's status server reads the pod's service-account token; out of cluster the manager exits."""
     assert s.trainer_config(s.ClusterSpec(feature_gates=gates))["featureGates"] == expected
 
 
@@ -128,8 +129,3 @@ def test_cluster_up_refuses_a_bad_trainjob_controller_before_starting(args, mess
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
 
-
-def test_status_secret_is_where_the_trainjobstatus_plugin_reads_ca_crt():
-    secret = s.trainer_status_secret({"ca.crt": b"CA", "tls.crt": b"C", "tls.key": b"K"})
-    assert secret["metadata"] == {"name": "kubeflow-trainer-webhook-cert", "namespace": "kubeflow-system"}
-    assert secret["data"] == {"ca.crt": "Q0E=", "tls.crt": "Qw==", "tls.key": "Sw=="}

@@ -5,7 +5,6 @@ Everything here returns plain dicts/strings so it can be tested without starting
 
 from __future__ import annotations
 
-import base64
 import copy
 import re
 from dataclasses import dataclass, field
@@ -212,7 +211,7 @@ def trainer_config(spec: ClusterSpec) -> dict:
     It reuses the controller_* ports (one TrainJob controller runs at a time). certManagement is off: the
     cert rotator would write a Secret in kubeflow-system and patch the webhook configurations for a
     Service. The API has no certDir: the webhook server reads $TMPDIR/k8s-webhook-server/serving-certs
-    (see `trainer_cert_dir`); the status server has no host field and listens on every interface.
+    (see `trainer_cert_dir`). The status server (off, see `trainer_feature_gates`) has no host field.
     """
     ports = spec.ports
     return {
@@ -224,25 +223,20 @@ def trainer_config(spec: ClusterSpec) -> dict:
         "metrics": {"bindAddress": f"127.0.0.1:{ports.port('controller_metrics')}", "secureServing": False},
         "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.port('controller_health')}"},
         "statusServer": {"port": ports.port("controller_status")},
-        "featureGates": parse_feature_gates(spec.feature_gates),
+        "featureGates": trainer_feature_gates(spec),
     }
 
 
-# Where Kubeflow Trainer's status server reads its certificate: a constant in pkg/util/cert, not configurable.
-TRAINER_STATUS_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+# Gates the upstream manager cannot run with out of cluster: TrainJobStatus starts a status server whose token
+# authorizer reads the pod's /var/run/secrets/kubernetes.io/serviceaccount/token to discover the OIDC issuer
+# (pkg/statusserver/auth.go) and the manager exits without it.
+TRAINER_OUT_OF_CLUSTER_OFF = ("TrainJobStatus",)
 
 
-# Namespace and Secret the TrainJobStatus plugin reads the status server's ca.crt from (upstream defaults; the
-# cert rotator fills the Secret in cluster, so out of cluster it is written from the status server's pair).
-TRAINER_NAMESPACE = "kubeflow-system"
-TRAINER_CERT_SECRET = "kubeflow-trainer-webhook-cert"
-
-
-def trainer_status_secret(files: dict[str, bytes]) -> dict:
-    """The Secret upstream's cert rotator would keep (ca.crt, tls.crt, tls.key), from the status server's pair."""
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": TRAINER_CERT_SECRET, "namespace": TRAINER_NAMESPACE},
-            "data": {name: base64.b64encode(content).decode() for name, content in sorted(files.items())}}
+def trainer_feature_gates(spec: ClusterSpec) -> dict[str, bool]:
+    """The cluster's feature gates with those the out-of-cluster upstream manager cannot serve turned off."""
+    gates = parse_feature_gates(spec.feature_gates)
+    return {name: value and name not in TRAINER_OUT_OF_CLUSTER_OFF for name, value in gates.items()}
 
 
 def trainer_cert_dir(tmp_dir: Path) -> Path:

@@ -17,7 +17,6 @@ from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.local import ClusterError, ClusterPaths
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
-from trainyard.controller.feature_gates import TRAINJOB_STATUS, parse_feature_gates
 from trainyard.toolchain.versions import tool
 
 PROCESS = "trainjob-controller"
@@ -97,24 +96,12 @@ def _wait_ready(port: int, timeout: float, alive) -> bool:
     return False
 
 
-def _provide_status_server_certificate(kc) -> None:
-    """The status server reads a fixed /tmp/k8s-webhook-server/serving-certs (a pair another cluster wrote there
-    is kept), and the TrainJobStatus plugin copies ca.crt from kubeflow-system/kubeflow-trainer-webhook-cert
-    into each TrainJob's namespace, failing the TrainJob's build when that Secret is missing."""
-    directory = cluster_spec.TRAINER_STATUS_CERT_DIR
-    certs.write_serving_pair(directory)
-    files = {name: (directory / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
-    kc("create", "namespace", cluster_spec.TRAINER_NAMESPACE)
-    kc("apply", "--server-side", "--force-conflicts", "-f", "-",
-       input_text=yaml.safe_dump(cluster_spec.trainer_status_secret(files)))
-
-
 def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo=print) -> None:
     """Run Kubeflow Trainer's trainer-controller-manager out of cluster with upstream's CRDs and webhooks.
 
     Its webhook server has no certDir option and reads $TMPDIR/k8s-webhook-server/serving-certs, so the
-    process gets a TMPDIR inside the cluster's directory. With the TrainJobStatus gate the status server
-    needs a certificate too (see `_provide_status_server_certificate`).
+    process gets a TMPDIR inside the cluster's directory. Gates it cannot serve out of cluster are turned
+    off (`trainer_feature_gates`), and said so.
     """
     manifests = upstream_manifests()
     binary = tool("kubeflow-trainer").path(UPSTREAM_BINARY)
@@ -128,8 +115,11 @@ def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
     tmp_dir = paths.root / "tmp"
     cert_dir = cluster_spec.trainer_cert_dir(tmp_dir)
     ca_pem = certs.write_serving_pair(cert_dir)
-    if parse_feature_gates(spec.feature_gates)[TRAINJOB_STATUS]:
-        _provide_status_server_certificate(kc)
+    gates = cluster_spec.trainer_feature_gates(spec)
+    dropped = sorted(n for n, on in cluster_spec.parse_feature_gates(spec.feature_gates).items() if on and not gates[n])
+    if dropped:
+        echo(f"feature gates off for the upstream controller out of cluster: {', '.join(dropped)} (its status "
+             "server needs the in-cluster service-account token)")
     config_file = paths.root / "trainer-config.yaml"
     config_file.write_text(yaml.safe_dump(cluster_spec.trainer_config(spec), sort_keys=False))
     table.start(ProcessSpec(PROCESS, [str(binary), "--config", str(config_file), "--kubeconfig",
