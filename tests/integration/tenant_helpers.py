@@ -61,15 +61,26 @@ def shared_objects() -> list[dict]:
     return [render_queue_guard_policy(), runtime_reader_cluster_role()]
 
 
-def prepare(cluster) -> None:
-    """Once per module: the platform's cluster-wide tenant pieces, and quotas that count custom resources."""
-    cluster.apply(*shared_objects())
+def _exists(cluster, obj: dict) -> bool:
+    return bool(cluster.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found",
+                                "-o", "name").strip())
+
+
+def prepare(cluster) -> list[dict]:
+    """Once per module: the platform's cluster-wide tenant pieces, and quotas that count custom resources.
+
+    Returns what it created: the session's platform stack may have deployed them already, and a test
+    must neither take them over nor delete them (the stack's next preview would find them gone)."""
+    missing = [obj for obj in shared_objects() if not _exists(cluster, obj)]
+    if missing:
+        cluster.apply(*missing)
     wait_quota_monitors(cluster)
+    return missing
 
 
-def unprepare(cluster) -> None:
-    cluster.kubectl("delete", "validatingadmissionpolicy", render_queue_guard_policy()["metadata"]["name"],
-                    "--ignore-not-found", "--wait=false")
+def unprepare(cluster, created: list[dict]) -> None:
+    for obj in created:
+        cluster.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
 
 
 def add_tenant(cluster, spec: TenantSpec) -> Tenant:

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def shared(cluster):
-    prepare(cluster)
+    created = prepare(cluster)
     yield
-    unprepare(cluster)
+    unprepare(cluster, created)
 
 
 @pytest.fixture

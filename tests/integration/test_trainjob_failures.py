@@ -20,9 +20,9 @@ EVENT = "TrainJobResourcesCreationFailed"
 
 @pytest.fixture(scope="module")
 def shared(cluster):
-    prepare(cluster)
+    created = prepare(cluster)
     yield
-    unprepare(cluster)
+    unprepare(cluster, created)
 
 
 @pytest.fixture
