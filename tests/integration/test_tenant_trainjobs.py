@@ -9,17 +9,10 @@ import uuid
 import pytest
 
 from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
-                            delete_cluster_object, get_trainjob, podgroup, prepare, priority_class, remove_tenant,
-                            runtime, tenant_spec, trainjob, unprepare)
+                            delete_cluster_object, get_trainjob, podgroup, priority_class, remove_tenant,
+                            runtime, tenant_spec, trainjob)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def shared(cluster):
-    created = prepare(cluster)
-    yield
-    unprepare(cluster, created)
 
 
 @pytest.fixture
@@ -31,14 +24,6 @@ def classes(cluster):
     yield names
     for name in names.values():
         delete_cluster_object(cluster, "priorityclass", name)
-
-
-@pytest.fixture
-def catalog_runtime(cluster):
-    name = f"catalog-{uuid.uuid4().hex[:6]}"
-    create(cluster, runtime(name))
-    yield name
-    delete_cluster_object(cluster, "clustertrainingruntime", name)
 
 
 def tenant_with(cluster, classes, **kwargs):

@@ -9,28 +9,13 @@ import uuid
 import pytest
 
 from tenant_helpers import (FAILED, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
-                            delete_cluster_object, get_trainjob, jobset, podgroup, prepare, remove_tenant, runtime,
-                            tenant_objects, tenant_spec, trainjob, unprepare, wait_cleared, wait_failed,
+                            delete_cluster_object, get_trainjob, jobset, podgroup, remove_tenant, runtime,
+                            tenant_objects, tenant_spec, trainjob, wait_cleared, wait_failed,
                             wait_quotas_synced, warning_events, with_gpus)
 
 pytestmark = pytest.mark.integration
 
 EVENT = "TrainJobResourcesCreationFailed"
-
-
-@pytest.fixture(scope="module")
-def shared(cluster):
-    created = prepare(cluster)
-    yield
-    unprepare(cluster, created)
-
-
-@pytest.fixture
-def catalog_runtime(cluster):
-    name = f"catalog-{uuid.uuid4().hex[:6]}"
-    create(cluster, runtime(name))
-    yield name
-    delete_cluster_object(cluster, "clustertrainingruntime", name)
 
 
 def touch(cluster, name, ns):
