@@ -6,6 +6,7 @@ The test cluster uses its own name and ports so it coexists with a `make up` clu
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
@@ -55,6 +56,27 @@ class Cluster:
             if exc.status == 404:
                 return None
             raise
+
+    def scheduling_picture(self, namespace: str) -> str:
+        """Who holds the GPUs and why `namespace`'s pods wait: appended to timeouts so a CI log explains itself."""
+        lines = []
+        for pod in self.core.list_pod_for_all_namespaces().items:
+            gpus = sum(int((c.resources.requests or {}).get("nvidia.com/gpu", 0)) for c in pod.spec.containers)
+            if pod.status.phase in ("Succeeded", "Failed") or not (gpus or pod.metadata.namespace == namespace):
+                continue
+            waiting = [f"{c.reason}: {c.message}" for c in (pod.status.conditions or []) if c.status != "True" and c.reason]
+            lines.append(f"pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase} node={pod.spec.node_name} "
+                         f"gpus={gpus} deleting={bool(pod.metadata.deletion_timestamp)} {'; '.join(waiting)}")
+        for pg in self.custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "podgroups")["items"]:
+            status = pg.get("status") or {}
+            if status.get("phase") == "Completed":
+                continue
+            reasons = "; ".join(f"{c.get('type')}={c.get('reason')}: {c.get('message')}" for c in status.get("conditions", []))
+            lines.append(f"podgroup {pg['metadata']['namespace']}/{pg['metadata']['name']} queue={pg['spec'].get('queue')} "
+                         f"phase={status.get('phase')} running={status.get('running')} {reasons}")
+        for queue in self.custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues")["items"]:
+            lines.append(f"queue {queue['metadata']['name']} {json.dumps(queue.get('status') or {}, sort_keys=True)}")
+        return "\n".join(lines)
 
     def namespace(self, prefix: str = "t") -> str:
         """A fresh namespace, deleted after the test so its gangs stop holding queue resources."""

@@ -87,11 +87,7 @@ def test_tenant_user_runs_a_trainjob_to_completion_in_its_queue(platform, cluste
     assert pg["spec"]["queue"] == TENANT
     assert cluster.wait(lambda: _get(cluster, "jobset.x-k8s.io", "v1alpha2", TENANT, "jobsets", name), what="JobSet")
 
-    def complete():
-        tj = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name)
-        return any(c["type"] == "Complete" and c["status"] == "True" for c in (tj.get("status") or {}).get("conditions", []))
-
-    cluster.wait(complete, timeout=180, what="the TrainJob to complete")
+    _wait_complete(cluster, name)
     pods = cluster.core.list_namespaced_pod(TENANT, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
     assert len(pods) == 2
     for pod in pods:
@@ -119,7 +115,10 @@ def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
 
     name = client.train(runtime=runtimes["torch-distributed-volcano"],
                         trainer=CustomTrainer(func=train, num_nodes=2, resources_per_node={"gpu": 8}))
-    job = client.wait_for_job_status(name, status={"Complete"}, timeout=180, polling_interval=1)
+    try:
+        job = client.wait_for_job_status(name, status={"Complete"}, timeout=180, polling_interval=1)
+    except TimeoutError as err:
+        raise AssertionError(f"{err}\n{cluster.scheduling_picture(TENANT)}") from err
     assert job.status == "Complete" and job.num_nodes == 2
     assert sorted(step.name for step in job.steps) == ["node-0", "node-1"]
     tj = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name)
@@ -155,11 +154,7 @@ def test_tenant_user_trainjob_on_a_catalog_cluster_runtime_gets_its_queue_and_th
                       what="the PodGroup")
     assert pg["spec"]["queue"] == TENANT and pg["spec"]["priorityClassName"] == "training-high"
 
-    def complete():
-        status = _get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name).get("status") or {}
-        return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
-
-    cluster.wait(complete, timeout=180, what="the TrainJob to complete")
+    _wait_complete(cluster, name)
     pods = cluster.core.list_namespaced_pod(TENANT, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
     assert {p.spec.priority_class_name for p in pods} == {"training-high"} and {p.spec.priority for p in pods} == {10000}
 
@@ -238,6 +233,18 @@ def test_destroy_leaves_nothing_trainyard_created(platform, cluster):
     assert leftovers.strip() == ""
     crds = cluster.kubectl("get", "crd", "-o", "name")
     assert "trainjobs.trainer.kubeflow.org" in crds, "CRDs are retained by default so user TrainJobs survive"
+
+
+def _wait_complete(cluster, name: str) -> None:
+    """Wait for the tenant TrainJob's Complete condition; on timeout say who holds the GPUs and why it waits."""
+    def complete():
+        status = (_get(cluster, "trainer.kubeflow.org", "v1alpha1", TENANT, "trainjobs", name) or {}).get("status") or {}
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
+
+    try:
+        cluster.wait(complete, timeout=180, what=f"TrainJob {name} to complete")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{cluster.scheduling_picture(TENANT)}") from err
 
 
 def _get(cluster, group, version, namespace, plural, name):
