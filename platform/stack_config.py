@@ -174,9 +174,7 @@ def _scheduler(r: Reader, values: Mapping[str, Any]) -> SchedulerSettings:
         overcommit_factor=float(r.scalar(sched, "overcommitFactor", path, (int, float), default=1.0)),
         hierarchical_queues=bool(values.get("queues")),
     )
-    for problem in scheduler.problems():
-        field_name, _, message = problem.partition(" ")
-        r.problem(f"{NAMESPACE}:{field_name}", message, "see queues/scheduler_config.py for allowed values")
+    r.problems += scheduler.problems(r.file, path)
     return scheduler
 
 

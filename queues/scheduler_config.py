@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from trainyard.platform.problems import ConfigProblem
+
 PROFILES = ("gang", "fair-share")
 QUEUE_PLUGINS = ("proportion", "capacity")
 
@@ -34,18 +36,24 @@ class SchedulerSettings:
     hierarchical_queues: bool = False
     """Queues with parents: only `capacity` supports them, with `enableHierarchy`."""
 
-    def problems(self) -> list[str]:
+    def problems(self, file: str = "", path: str = "scheduler") -> list[ConfigProblem]:
+        """The same problem records stack validation reports (field under `path`, message, fix), not strings."""
         out = []
+
+        def problem(key: str, message: str, fix: str) -> None:
+            out.append(ConfigProblem(file, f"{path}.{key}", message, fix))
+
         if self.profile not in PROFILES:
-            out.append(f"scheduler.profile {self.profile!r}: use one of {', '.join(PROFILES)}")
+            problem("profile", f"{self.profile!r} is not a profile", f"use one of the allowed values: {', '.join(PROFILES)}")
         if self.queue_plugin not in QUEUE_PLUGINS:
-            out.append(f"scheduler.queuePlugin {self.queue_plugin!r}: use one of {', '.join(QUEUE_PLUGINS)}")
+            problem("queuePlugin", f"{self.queue_plugin!r} is not a queue plugin",
+                    f"use one of the allowed values: {', '.join(QUEUE_PLUGINS)}")
         for name, value in (("binpackWeight", self.binpack_weight), ("gpuBinpackWeight", self.gpu_binpack_weight),
                             ("topologyWeight", self.topology_weight)):
             if value < 0:
-                out.append(f"scheduler.{name} {value}: must be 0 or more")
+                problem(name, f"{value} is below 0", "use a weight of 0 or more")
         if self.overcommit_factor < 1.0:
-            out.append(f"scheduler.overcommitFactor {self.overcommit_factor}: Volcano ignores values below 1.0; use >= 1.0")
+            problem("overcommitFactor", f"{self.overcommit_factor} is below 1.0, which Volcano ignores", "use 1.0 or more")
         return out
 
 
@@ -87,7 +95,7 @@ def tiers(settings: SchedulerSettings) -> list[dict]:
 def scheduler_config(settings: SchedulerSettings = SchedulerSettings()) -> dict:
     problems = settings.problems()
     if problems:
-        raise ValueError("; ".join(problems))
+        raise ValueError("; ".join(f"{p.field}: {p.message} ({p.fix})" for p in problems))
     return {"actions": ", ".join(actions(settings)), "tiers": tiers(settings)}
 
 
