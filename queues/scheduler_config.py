@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from trainyard.platform.problems import ConfigProblem
+from trainyard.platform.stack_fields import DERIVED
 
 PROFILES = ("gang", "fair-share")
 QUEUE_PLUGINS = ("proportion", "capacity")
@@ -25,16 +26,18 @@ QUEUE_PLUGINS = ("proportion", "capacity")
 
 @dataclass(frozen=True)
 class SchedulerSettings:
+    """The stack's `scheduler:` keys (fields marked DERIVED are set by the program, not the stack)."""
+
     profile: str = "gang"
     queue_plugin: str = "proportion"
-    gpu_resource: str = "nvidia.com/gpu"
+    gpu_resource: str = field(default="nvidia.com/gpu", metadata=DERIVED)
     binpack_weight: int = 10
     gpu_binpack_weight: int = 10
     topology_weight: int = 10
     overcommit_factor: float = 1.0
-    extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple)
-    hierarchical_queues: bool = False
-    """Queues with parents: only `capacity` supports them, with `enableHierarchy`."""
+    extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple, metadata=DERIVED)
+    hierarchical_queues: bool = field(default=False, metadata=DERIVED)
+    """Queues with parents (the stack's `queues:`): only `capacity` supports them, with `enableHierarchy`."""
 
     def problems(self, file: str = "", path: str = "scheduler") -> list[ConfigProblem]:
         """The same problem records stack validation reports (field under `path`, message, fix), not strings."""
