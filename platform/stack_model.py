@@ -1,22 +1,27 @@
-"""The platform stack configuration as typed, frozen data (what `stack_config` parses into).
+"""The platform stack configuration as typed, frozen data: the one model of `stacks/Pulumi.<env>.yaml`.
 
-Kept apart from the parser so components import plain data without the parsing rules.
+Each field is a stack key (camelCase of its name, see `stack_fields`) and carries its only default; the
+parser (`stack_config`), the catalog CLI (`runtimes.stacks`), the smoke suite and Pulumi.yaml's `config:`
+(a unit test compares them) follow it. Kept apart from the parser so components import plain data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Union
 
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.queues.volcano_queues import QueueSpec
-from trainyard.runtimes.model import Tenant as CatalogTenant
+from trainyard.platform.stack_fields import DERIVED, stack_key
 
 NAMESPACE = "trainyard"
+"""Pulumi's namespace of every key: `trainyard:tenants` in a stack file, `tenants` in Pulumi.yaml."""
+Quantity = Union[int, str]
+"""A Kubernetes quantity as YAML gives it: 96, '500m', '1024Gi'."""
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 
 
@@ -26,8 +31,8 @@ class ClusterCapacity:
 
     nodes: int
     gpus_per_node: int
-    cpu_per_node: object
-    memory_per_node: object
+    cpu_per_node: Quantity
+    memory_per_node: Quantity
     gpu_product: str | None = None
 
     def totals(self) -> dict[str, Fraction]:
@@ -40,8 +45,8 @@ class ClusterCapacity:
 class TenantQuota:
     """Namespace ResourceQuota hard limits; the queue capability defaults to these."""
 
-    cpu: object
-    memory: object
+    cpu: Quantity
+    memory: Quantity
     gpu: int
     train_jobs: int = 100
 
@@ -59,14 +64,27 @@ class TenantLimits:
 
 @dataclass(frozen=True)
 class TenantGroups:
+    """Groups bound to the tenant's admin and user roles; unset, `<tenant>-admins` and `<tenant>-users`."""
+
     admins: tuple[str, ...]
     users: tuple[str, ...]
+
+    @classmethod
+    def defaults_for(cls, tenant: str) -> "TenantGroups":
+        return cls((f"{tenant}-admins",), (f"{tenant}-users",))
+
+
+@dataclass(frozen=True)
+class TenantNetworkPolicy:
+    default_deny: bool | None = None
+    """None: follow policies.defaultDenyNetwork."""
 
 
 @dataclass(frozen=True)
 class TenantSpec:
     name: str
     namespace: str
+    """Unset, the tenant's name."""
     catalog_version: str
     queue: QueueSpec
     quota: TenantQuota
@@ -75,7 +93,11 @@ class TenantSpec:
     limits: TenantLimits = TenantLimits()
     groups: TenantGroups = TenantGroups((), ())
     pod_security: str | None = None
-    default_deny_network: bool | None = None
+    network_policy: TenantNetworkPolicy = TenantNetworkPolicy()
+
+    @property
+    def default_deny_network(self) -> bool | None:
+        return self.network_policy.default_deny
 
     @property
     def allowed_priority_classes(self) -> tuple[str, ...]:
@@ -87,6 +109,18 @@ class TenantSpec:
         """The view `trainyard.runtimes` renders TrainingRuntimes for."""
         return CatalogTenant(name=self.name, namespace=self.namespace, catalog_version=self.catalog_version,
                              queue=self.queue.name, priority_class=self.default_priority_class)
+
+
+@dataclass(frozen=True)
+class CatalogTenant:
+    """What the runtime catalog needs of a tenant (`TenantSpec.as_catalog_tenant`): where its TrainingRuntimes
+    go, which release they come from, and the queue and default priority class they are scheduled with."""
+
+    name: str
+    namespace: str
+    catalog_version: str
+    queue: str
+    priority_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +149,14 @@ class ControllerSpec:
     namespace: str = "trainyard-system"
     image: str = "ghcr.io/trainyard/controller:0.1.0"
     replicas: int = 2
-    metrics_port: int = 8080
-    webhook_port: int = 9443
-    webhook: WebhookSpec = WebhookSpec()
     # Where the Kubeflow SDK looks for `kubeflow-trainer-public` (its KUBEFLOW_SYSTEM_NAMESPACE default).
     sdk_namespace: str = "kubeflow-system"
     # `trainyard controller run --feature-gates`, e.g. "TrainJobStatus=true" (upstream's alpha status server).
     feature_gates: str = ""
-    status_port: int = 10443
+    webhook: WebhookSpec = WebhookSpec()
+    metrics_port: int = field(default=8080, metadata=DERIVED)
+    webhook_port: int = field(default=9443, metadata=DERIVED)
+    status_port: int = field(default=10443, metadata=DERIVED)
 
     @property
     def trainjob_status(self) -> bool:
@@ -155,19 +189,22 @@ class PolicySpec:
     reservation); true makes them an error."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StackConfig:
-    file: str
-    kubeconfig: str | None
-    kube_context: str | None
-    cluster: ClusterCapacity
-    tenants: tuple[TenantSpec, ...]
+    """Every `trainyard:` key of a stack file (Pulumi.yaml's `config:` declares the same keys), in that order."""
+
+    file: str = field(metadata=DERIVED)
+    kubeconfig: str | None = None
+    kube_context: str | None = None
     controllers_run_locally: bool = False
     adopt_existing_objects: bool = False
+    cluster: ClusterCapacity
     topology: TopologySpec = TopologySpec()
     scheduler: SchedulerSettings = SchedulerSettings()
     priority_classes: tuple[PriorityClassSpec, ...] = ()
-    parent_queues: tuple[QueueSpec, ...] = ()
+    parent_queues: tuple[QueueSpec, ...] = field(default=(), metadata=stack_key("queues"))
+    """Parent queues for hierarchical tenants (capacity plugin only)."""
     controller: ControllerSpec = ControllerSpec()
     upstream: UpstreamSpec = UpstreamSpec()
     policies: PolicySpec = PolicySpec()
+    tenants: tuple[TenantSpec, ...] = ()

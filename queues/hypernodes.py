@@ -17,7 +17,7 @@ RACK_TIER, SPINE_TIER = 1, 2
 @dataclass(frozen=True)
 class RackSpec:
     name: str
-    spine: str
+    spine: str = "spine-0"
     nodes: tuple[str, ...] = ()
     """Exact node names; empty means "nodes labelled <rackLabel>=<name>"."""
 

@@ -17,35 +17,46 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from trainyard.platform.problems import ConfigProblem
+from trainyard.platform.stack_fields import DERIVED
+
 PROFILES = ("gang", "fair-share")
 QUEUE_PLUGINS = ("proportion", "capacity")
 
 
 @dataclass(frozen=True)
 class SchedulerSettings:
+    """The stack's `scheduler:` keys (fields marked DERIVED are set by the program, not the stack)."""
+
     profile: str = "gang"
     queue_plugin: str = "proportion"
-    gpu_resource: str = "nvidia.com/gpu"
+    gpu_resource: str = field(default="nvidia.com/gpu", metadata=DERIVED)
     binpack_weight: int = 10
     gpu_binpack_weight: int = 10
     topology_weight: int = 10
     overcommit_factor: float = 1.0
-    extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple)
-    hierarchical_queues: bool = False
-    """Queues with parents: only `capacity` supports them, with `enableHierarchy`."""
+    extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple, metadata=DERIVED)
+    hierarchical_queues: bool = field(default=False, metadata=DERIVED)
+    """Queues with parents (the stack's `queues:`): only `capacity` supports them, with `enableHierarchy`."""
 
-    def problems(self) -> list[str]:
+    def problems(self, file: str = "", path: str = "scheduler") -> list[ConfigProblem]:
+        """The same problem records stack validation reports (field under `path`, message, fix), not strings."""
         out = []
+
+        def problem(key: str, message: str, fix: str) -> None:
+            out.append(ConfigProblem(file, f"{path}.{key}", message, fix))
+
         if self.profile not in PROFILES:
-            out.append(f"scheduler.profile {self.profile!r}: use one of {', '.join(PROFILES)}")
+            problem("profile", f"{self.profile!r} is not a profile", f"use one of the allowed values: {', '.join(PROFILES)}")
         if self.queue_plugin not in QUEUE_PLUGINS:
-            out.append(f"scheduler.queuePlugin {self.queue_plugin!r}: use one of {', '.join(QUEUE_PLUGINS)}")
+            problem("queuePlugin", f"{self.queue_plugin!r} is not a queue plugin",
+                    f"use one of the allowed values: {', '.join(QUEUE_PLUGINS)}")
         for name, value in (("binpackWeight", self.binpack_weight), ("gpuBinpackWeight", self.gpu_binpack_weight),
                             ("topologyWeight", self.topology_weight)):
             if value < 0:
-                out.append(f"scheduler.{name} {value}: must be 0 or more")
+                problem(name, f"{value} is below 0", "use a weight of 0 or more")
         if self.overcommit_factor < 1.0:
-            out.append(f"scheduler.overcommitFactor {self.overcommit_factor}: Volcano ignores values below 1.0; use >= 1.0")
+            problem("overcommitFactor", f"{self.overcommit_factor} is below 1.0, which Volcano ignores", "use 1.0 or more")
         return out
 
 
@@ -87,7 +98,7 @@ def tiers(settings: SchedulerSettings) -> list[dict]:
 def scheduler_config(settings: SchedulerSettings = SchedulerSettings()) -> dict:
     problems = settings.problems()
     if problems:
-        raise ValueError("; ".join(problems))
+        raise ValueError("; ".join(f"{p.field}: {p.message} ({p.fix})" for p in problems))
     return {"actions": ", ".join(actions(settings)), "tiers": tiers(settings)}
 
 

@@ -11,7 +11,7 @@ The platform program calls ``load_catalog`` once, then
 ``render_cluster_runtimes`` and ``render_tenant_runtimes``.
 """
 
-from trainyard.runtimes.model import Catalog, CatalogError, Finding, Release, Tenant
+from trainyard.runtimes.model import Catalog, CatalogError, Finding, Release
 from trainyard.runtimes.publish import (
     render_cluster_runtimes,
     render_release_runtimes,
@@ -25,7 +25,6 @@ __all__ = [
     "CatalogError",
     "Finding",
     "Release",
-    "Tenant",
     "default_catalog_dir",
     "load_catalog",
     "load_stack_tenants",

@@ -17,10 +17,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes import lifecycle, store
 from trainyard.runtimes.diff import diff_releases, format_changes
 from trainyard.runtimes.lint import errors, lint_catalog, lint_release, load_controller_checks
-from trainyard.runtimes.model import DRAFT, RETIRED, Catalog, CatalogError, Finding, Tenant
+from trainyard.runtimes.model import DRAFT, RETIRED, Catalog, CatalogError, Finding
 from trainyard.runtimes.publish import cluster_runtimes_of, render_release_runtimes, tenant_runtimes_of
 from trainyard.runtimes.stacks import load_stack_tenants
 
@@ -84,7 +85,7 @@ def _load(ctx: typer.Context) -> Catalog:
     return store.load_catalog(_opts(ctx).catalog_dir)
 
 
-def _load_stacks(ctx: typer.Context, required: bool) -> dict[str, list[Tenant]]:
+def _load_stacks(ctx: typer.Context, required: bool) -> dict[str, list[CatalogTenant]]:
     stacks_dir = _opts(ctx).stacks_dir
     if not stacks_dir.is_dir():
         if required:
@@ -145,7 +146,7 @@ def show(
             raise CatalogError(
                 Finding("tenant rendering needs both --tenant-queue and --namespace", fix="pass both (and optionally --priority-class)")
             )
-        tenant = Tenant(namespace, namespace, version, tenant_queue, priority_class)
+        tenant = CatalogTenant(namespace, namespace, version, tenant_queue, priority_class)
         objects = tenant_runtimes_of(catalog, version, tenant, runtime)
     else:
         objects = cluster_runtimes_of(catalog, version, runtime)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
+from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes.lock import catalog_drift, lock_entry, with_release
 from trainyard.runtimes.model import (
     CURRENT,
@@ -21,7 +22,6 @@ from trainyard.runtimes.model import (
     CatalogError,
     Finding,
     Release,
-    Tenant,
     parse_version,
 )
 from trainyard.runtimes.render import render_release_sources
@@ -130,7 +130,7 @@ def deprecate(catalog: Catalog, version: str, runtime: str | None = None) -> tup
     return _replace_release(catalog, replace(release, status=DEPRECATED))
 
 
-def retirement_blockers(version: str, stacks: Mapping[str, list[Tenant]], current: str) -> list[Finding]:
+def retirement_blockers(version: str, stacks: Mapping[str, list[CatalogTenant]], current: str) -> list[Finding]:
     """The retirement guard: one finding per tenant, in any stack, that still pins ``version``."""
     return [
         Finding(
@@ -143,7 +143,7 @@ def retirement_blockers(version: str, stacks: Mapping[str, list[Tenant]], curren
     ]
 
 
-def retire(catalog: Catalog, version: str, stacks: Mapping[str, list[Tenant]]) -> tuple[Release, ...]:
+def retire(catalog: Catalog, version: str, stacks: Mapping[str, list[CatalogTenant]]) -> tuple[Release, ...]:
     """Retire a deprecated release nobody pins; its runtimes stop being rendered and linted."""
     release = catalog.release(version)
     if release.status != DEPRECATED:

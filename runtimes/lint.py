@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes.lock import catalog_drift
-from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Tenant
+from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding
 from trainyard.runtimes.publish import as_tenant_runtime, render_release_runtimes
 from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
 from trainyard.runtimes.rules import CATALOG_RULES, Problem, check_sdk_describable, replicated_jobs
@@ -24,7 +25,7 @@ from trainyard.runtimes.schema import validate
 
 GROUP = "trainer.kubeflow.org"
 TENANT_KIND = "TrainingRuntime"
-LINT_TENANT = Tenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
+LINT_TENANT = CatalogTenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def _admission_warnings(runtime: dict, checks: ControllerChecks) -> list[str]:
         return []  # already reported by check_admission
 
 
-def lint_pins(catalog: Catalog, stacks: Mapping[str, list[Tenant]]) -> list[Finding]:
+def lint_pins(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]]) -> list[Finding]:
     """Every tenant must pin a released, live version; pinning a deprecated one is a warning."""
     findings = []
     statuses = {r.version: r.status for r in catalog.releases}
@@ -208,7 +209,7 @@ def lint_pins(catalog: Catalog, stacks: Mapping[str, list[Tenant]]) -> list[Find
     return findings
 
 
-def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[Tenant]], checks: ControllerChecks) -> list[Finding]:
+def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]], checks: ControllerChecks) -> list[Finding]:
     """Everything ``catalog lint`` reports, errors and warnings, in reading order."""
     findings = catalog_drift(catalog)
     known = {r.version for r in catalog.releases}

@@ -146,14 +146,3 @@ class Catalog:
                     fix="restore the directory from version control (released sources are immutable)",
                 )
             ) from None
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """A team as the stacks describe it: where its runtimes go and how they are scheduled."""
-
-    name: str
-    namespace: str
-    catalog_version: str
-    queue: str
-    priority_class: str | None = None

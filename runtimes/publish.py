@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 
+from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes import labels
-from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Release, Tenant
+from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Release
 from trainyard.runtimes.lock import release_drift
 from trainyard.runtimes.render import render_release_sources
 
@@ -37,7 +38,7 @@ def with_support_label(runtime: dict, deprecated: bool) -> dict:
     return shaped
 
 
-def as_tenant_runtime(runtime: dict, tenant: Tenant) -> dict:
+def as_tenant_runtime(runtime: dict, tenant: CatalogTenant) -> dict:
     """A namespaced TrainingRuntime scheduled by Volcano in the tenant's queue and priority class.
 
     The queue only takes effect through the Volcano PodGroup the controller
@@ -82,7 +83,7 @@ def cluster_runtimes_of(catalog: Catalog, version: str, only: str | None = None)
     return [with_support_label(obj, is_deprecated(release, name)) for name, obj in base.items()]
 
 
-def tenant_runtimes_of(catalog: Catalog, version: str, tenant: Tenant, only: str | None = None) -> list[dict]:
+def tenant_runtimes_of(catalog: Catalog, version: str, tenant: CatalogTenant, only: str | None = None) -> list[dict]:
     """One release as a tenant's TrainingRuntimes with status labels (any status; used by ``show``)."""
     return [as_tenant_runtime(obj, tenant) for obj in cluster_runtimes_of(catalog, version, only)]
 
@@ -100,7 +101,7 @@ def render_cluster_runtimes(catalog: Catalog) -> list[dict]:
     return cluster_runtimes_of(catalog, catalog.current.version)
 
 
-def render_tenant_runtimes(catalog: Catalog, tenant: Tenant) -> list[dict]:
+def render_tenant_runtimes(catalog: Catalog, tenant: CatalogTenant) -> list[dict]:
     """TrainingRuntimes for one tenant namespace, from the release the tenant pins."""
     release = catalog.release(tenant.catalog_version)
     if release.status not in PINNABLE_STATUSES:

@@ -1,64 +1,49 @@
-"""Tenants as the Pulumi stacks declare them (``stacks/Pulumi.<env>.yaml``).
+"""Tenants as the Pulumi stacks declare them (``stacks/Pulumi.<env>.yaml``), read with the platform's parser.
 
-Format assumed (config key ``trainyard:tenants``)::
-
-    config:
-      trainyard:tenants:
-        - name: team-a
-          namespace: team-a
-          catalogVersion: 1.1.0
-          queue: {name: team-a, ...}
-          defaultPriorityClass: training-default   # optional
-          ...                                        # other keys are ignored here
+The catalog needs only where each tenant's runtimes go (``CatalogTenant``: name, namespace, pinned
+release, queue, default priority class), so it fails only on problems in those keys and the shape of
+``trainyard:tenants``; everything else is ``trainyard platform validate``'s to report.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
+from trainyard.platform.stack_config import NAMESPACE, parse_stack_config, stack_values
+from trainyard.platform.stack_model import CatalogTenant
+from trainyard.platform.stack_source import read_stack_source
+from trainyard.runtimes.model import CatalogError, Finding
 
-from trainyard.runtimes.model import CatalogError, Finding, Tenant
-
-TENANTS_KEY = "trainyard:tenants"
+TENANTS_KEY = f"{NAMESPACE}:tenants"
 STACK_GLOB = "Pulumi.*.yaml"
+_LIST_OR_ENTRY = re.compile(rf"{re.escape(TENANTS_KEY)}(\[[^\]]*\])?")
+"""Problems of the list itself or of a whole entry (not a list, an entry not a mapping): no tenant to read."""
 
 
-def tenants_from_stack_config(document: Any, *, file: str = "stack") -> list[Tenant]:
-    """A parsed stack file -> its tenants (none when the key is absent)."""
-    config = (document or {}).get("config") or {} if isinstance(document, dict) else {}
-    entries = config.get(TENANTS_KEY) or []
-    if not isinstance(entries, list):
-        raise CatalogError(Finding(f"{TENANTS_KEY} must be a list of tenants", file=file, fix="write a YAML list"))
-    tenants, findings = [], []
-    for index, entry in enumerate(entries):
-        where = f"{TENANTS_KEY}[{index}]"
-        if not isinstance(entry, dict):
-            findings.append(Finding(f"{where} must be a mapping", file=file, fix="write name/namespace/catalogVersion/queue"))
-            continue
-        queue = entry.get("queue")
-        queue_name = queue.get("name") if isinstance(queue, dict) else None
-        missing = [key for key in ("name", "namespace", "catalogVersion") if not entry.get(key)]
-        if not queue_name:
-            missing.append("queue.name")
+def _catalog_tenants(values: Mapping[str, Any], file: str) -> list[CatalogTenant]:
+    config, problems = parse_stack_config(values, file=file)
+    findings = [Finding(f"{p.field} {p.message}", file=file, fix=p.fix) for p in problems
+                if _LIST_OR_ENTRY.fullmatch(p.field)]
+    tenants = []
+    for tenant in config.tenants:
+        missing = [key for key, value in (("name", tenant.name), ("namespace", tenant.namespace),
+                                          ("catalogVersion", tenant.catalog_version), ("queue.name", tenant.queue.name))
+                   if not value]
         if missing:
-            findings.append(
-                Finding(f"{where} ({entry.get('name', '?')}) lacks {', '.join(missing)}", file=file, fix="add the missing keys")
-            )
-            continue
-        tenants.append(
-            Tenant(
-                name=str(entry["name"]),
-                namespace=str(entry["namespace"]),
-                catalog_version=str(entry["catalogVersion"]),
-                queue=str(queue_name),
-                priority_class=entry.get("defaultPriorityClass") or None,
-            )
-        )
+            findings.append(Finding(f"{TENANTS_KEY}[{tenant.name or '?'}] lacks {', '.join(missing)}", file=file,
+                                    fix="add the missing keys"))
+        else:
+            tenants.append(tenant.as_catalog_tenant())
     if findings:
         raise CatalogError(*findings)
     return tenants
+
+
+def tenants_from_stack_config(document: Any, *, file: str = "stack") -> list[CatalogTenant]:
+    """A parsed stack file -> its tenants (none when the key is absent)."""
+    return _catalog_tenants(stack_values(document), file)
 
 
 def stack_name(path: Path) -> str:
@@ -66,18 +51,17 @@ def stack_name(path: Path) -> str:
     return path.name[len("Pulumi.") : -len(".yaml")]
 
 
-def load_stack_tenants(stacks_dir: Path | str) -> dict[str, list[Tenant]]:
+def load_stack_tenants(stacks_dir: Path | str) -> dict[str, list[CatalogTenant]]:
     """Thin loader: every stack file in a directory -> {stack name: tenants}."""
-    result: dict[str, list[Tenant]] = {}
+    result: dict[str, list[CatalogTenant]] = {}
     for path in sorted(Path(stacks_dir).glob(STACK_GLOB)):
-        try:
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise CatalogError(Finding(f"invalid YAML: {err}", file=str(path), fix="correct the YAML syntax")) from None
-        result[stack_name(path)] = tenants_from_stack_config(document, file=str(path))
+        source = read_stack_source(path)
+        if source.problem:
+            raise CatalogError(Finding(source.problem.message, file=str(path), fix=source.problem.fix))
+        result[stack_name(path)] = _catalog_tenants(source.values, str(path))
     return result
 
 
-def pins_of(version: str, stacks: Mapping[str, list[Tenant]]) -> list[tuple[str, Tenant]]:
+def pins_of(version: str, stacks: Mapping[str, list[CatalogTenant]]) -> list[tuple[str, CatalogTenant]]:
     """(stack, tenant) pairs whose tenant pins ``version``."""
     return [(stack, tenant) for stack, tenants in sorted(stacks.items()) for tenant in tenants if tenant.catalog_version == version]

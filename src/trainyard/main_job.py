@@ -14,13 +14,13 @@ EXAMPLE_TRAINJOB = "examples/torch-distributed-team-a.yaml"
 __all__ = ["EXAMPLE_TRAINJOB", "StackError", "closing_hint", "deploy"]
 
 
-def deploy(cluster: str, stack: str = "local", echo: Callable[[str], None] = print) -> None:
+def deploy(cluster: str, stack: str = stack_deploy.LOCAL_STACK, echo: Callable[[str], None] = print) -> None:
     """`pulumi up` (+ refresh) of `stack` bound to the local cluster `cluster`."""
     echo(f"deploying the platform: pulumi up of stack {stack!r} onto cluster {cluster!r}")
     stack_deploy.up(stack, cluster=cluster)
 
 
-def closing_hint(cluster: str, stack: str = "local") -> str:
+def closing_hint(cluster: str, stack: str = stack_deploy.LOCAL_STACK) -> str:
     """What `trainyard up` prints last: where the cluster is and a first TrainJob that exists in the repo."""
     state = local.read_state(cluster) or {}
     name_flag = "" if cluster == stack_deploy.DEFAULT_CLUSTER else f" --name {cluster}"

@@ -12,7 +12,7 @@ from trainyard import stack_deploy
 
 platform_app = typer.Typer(help="The platform program (Pulumi) on one environment's stack.", no_args_is_help=True)
 console = Console()
-STACK = typer.Option("local", "--stack", "-s", help="Stack = environment (stacks/Pulumi.<stack>.yaml).")
+STACK = typer.Option(stack_deploy.LOCAL_STACK, "--stack", "-s", help="Stack = environment (stacks/Pulumi.<stack>.yaml).")
 CLUSTER = typer.Option(stack_deploy.DEFAULT_CLUSTER, "--cluster",
                        help="The local cluster a local-controllers stack (the local stack) deploys onto.")
 EXTRA = typer.Argument(None, help="Extra pulumi flags (after --).")

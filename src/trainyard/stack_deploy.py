@@ -16,10 +16,13 @@ from typing import Callable, Sequence
 
 import yaml
 
+from trainyard.cluster.spec import ClusterSpec, kube_context
 from trainyard.paths import repo_root
+from trainyard.platform.stack_config import NAMESPACE, parse_stack_config, stack_values
 
-NAMESPACE = "trainyard"
-DEFAULT_CLUSTER = "trainyard"
+DEFAULT_CLUSTER = ClusterSpec.name
+LOCAL_STACK = "local"
+"""The stack `trainyard up` deploys and the `platform` commands default to."""
 PULUMI_PASSES = {"up": ("up", "--yes", "--non-interactive", "--skip-preview"),
                  "refresh": ("refresh", "--yes", "--non-interactive", "--skip-preview"),
                  "preview": ("preview", "--non-interactive"),
@@ -53,8 +56,9 @@ def read_stack_file(stack: str, root: Path | None = None) -> dict:
 
 
 def runs_controllers_locally(document: dict) -> bool:
-    value = (document.get("config") or {}).get(f"{NAMESPACE}:controllersRunLocally", False)
-    return str(value).lower() == "true"
+    """`trainyard:controllersRunLocally` as the platform program reads it (a bad value is validation's to report)."""
+    config, _ = parse_stack_config(stack_values(document), file="stack")
+    return config.controllers_run_locally
 
 
 def bind_to_local_cluster(document: dict, cluster_state: dict, certs_dir: Path) -> dict:
@@ -67,7 +71,7 @@ def bind_to_local_cluster(document: dict, cluster_state: dict, certs_dir: Path) 
     config = bound.setdefault("config", {})
     name = cluster_state["name"]
     config[f"{NAMESPACE}:kubeconfig"] = cluster_state["kubeconfig"]
-    config[f"{NAMESPACE}:kubeContext"] = f"kwok-{name}"
+    config[f"{NAMESPACE}:kubeContext"] = kube_context(name)
     controller = dict(config.get(f"{NAMESPACE}:controller") or {})
     webhook = dict(controller.get("webhook") or {})
     webhook["url"] = f"https://127.0.0.1:{cluster_state['ports']['controller_webhook']}"

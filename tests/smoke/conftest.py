@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainyard.platform.stack_config import StackConfig, TenantSpec, parse_stack_config, stack_values
+
 
 @dataclass
 class Environment:
     kubeconfig: str
     context: str | None
-    stack_values: dict
+    stack: StackConfig
+    """The stack file as the platform program reads it (same parser, same defaults)."""
 
     def kubectl(self) -> str:
         from trainyard.toolchain.versions import binary
@@ -30,8 +33,13 @@ class Environment:
         return f"{binary('kubectl')} --kubeconfig {self.kubeconfig}{context}"
 
     @property
-    def tenants(self) -> list[dict]:
-        return self.stack_values["config"].get("trainyard:tenants", [])
+    def tenants(self) -> tuple[TenantSpec, ...]:
+        return self.stack.tenants
+
+
+def read_stack(document: dict, file: str) -> StackConfig:
+    config, _ = parse_stack_config(stack_values(document), file=file)
+    return config
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +48,9 @@ def environment(request) -> Environment:
     if kubeconfig:
         stack_file = Path(os.environ.get("TRAINYARD_SMOKE_STACK", "stacks/Pulumi.local.yaml"))
         return Environment(os.path.expanduser(kubeconfig), os.environ.get("TRAINYARD_SMOKE_CONTEXT"),
-                           yaml.safe_load(stack_file.read_text()))
+                           read_stack(yaml.safe_load(stack_file.read_text()), str(stack_file)))
     platform = request.getfixturevalue("platform")
     from trainyard.cluster.local import ClusterPaths
 
-    return Environment(str(ClusterPaths.for_name(platform.cluster.name).kubeconfig), None, platform.values)
+    return Environment(str(ClusterPaths.for_name(platform.cluster.name).kubeconfig), None,
+                       read_stack(platform.values, f"stacks/Pulumi.{platform.stack_name}.yaml"))

@@ -45,13 +45,13 @@ def test_controllers_are_ready(host, environment):
 def test_each_tenant_has_quota_open_queue_and_runtimes(host, environment):
     assert environment.tenants, "the stack declares tenants"
     for tenant in environment.tenants:
-        ns, queue = tenant["namespace"], tenant["queue"]["name"]
+        ns, queue = tenant.namespace, tenant.queue.name
         quotas = get_json(host, environment, "get", "resourcequota", "-n", ns)["items"]
         assert any("requests.nvidia.com/gpu" in q["spec"]["hard"] for q in quotas), ns
         q = get_json(host, environment, "get", "queue", queue)
         assert q["status"]["state"] == "Open", queue
         runtimes = get_json(host, environment, "get", "trainingruntimes", "-n", ns)["items"]
-        assert runtimes and all(r["metadata"]["labels"]["trainyard.dev/catalog-version"] == tenant["catalogVersion"]
+        assert runtimes and all(r["metadata"]["labels"]["trainyard.dev/catalog-version"] == tenant.catalog_version
                                 for r in runtimes)
         rolebindings = get_json(host, environment, "get", "rolebindings", "-n", ns)["items"]
         assert rolebindings, f"{ns} has RBAC for its groups"

@@ -78,3 +78,35 @@ def test_webhook_configuration_is_pointed_at_a_url():
     out = s.url_webhook_configuration(manifest, "https://127.0.0.1:1", "Q0E=")
     assert out["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:1/mutate-x", "caBundle": "Q0E="}
     assert manifest["webhooks"][0]["clientConfig"]["service"], "input is not mutated"
+
+
+def test_local_stack_agrees_with_the_cluster_defaults():
+    """stacks/Pulumi.local.yaml describes the cluster `trainyard cluster up` starts with its defaults (ClusterSpec)."""
+    from trainyard import stack_deploy
+    from trainyard.platform.stack_config import parse_stack_config, stack_values
+    from trainyard.queues.resources import quantity
+
+    spec = s.ClusterSpec()
+    config, _ = parse_stack_config(stack_values(stack_deploy.read_stack_file(stack_deploy.LOCAL_STACK)), file="local")
+    cluster = config.cluster
+    assert (cluster.nodes, cluster.gpus_per_node, cluster.gpu_product) == (spec.nodes, spec.gpus_per_node, spec.gpu_product)
+    assert quantity(cluster.cpu_per_node) == spec.cpu_per_node
+    assert quantity(cluster.memory_per_node) == quantity(f"{spec.memory_gib_per_node}Gi")
+    assert config.topology.rack_label == s.RACK_LABEL
+    assert [rack.name for rack in config.topology.racks] == [s.rack_name(i) for i in range(spec.racks)]
+    assert {rack.spine for rack in config.topology.racks} == {s.gpu_node(0, spec)["metadata"]["labels"][s.SPINE_LABEL]}
+    assert config.kube_context == spec.kube_context == f"kwok-{stack_deploy.DEFAULT_CLUSTER}"
+    assert config.kubeconfig.endswith(f"clusters/{spec.name}/kubeconfig.yaml")
+    assert config.controller.webhook.url == f"https://127.0.0.1:{spec.ports.port('controller_webhook')}"
+    assert config.controller.webhook.ca_bundle_file.endswith(f"clusters/{spec.name}/certs/ca.crt")
+    assert config.controllers_run_locally
+
+
+def test_cli_and_stack_deploy_take_their_defaults_from_the_spec():
+    from trainyard import stack_deploy
+    from trainyard.cluster import commands
+
+    spec = s.ClusterSpec()
+    assert (commands.NAME.default, commands.PORT_BASE.default) == (spec.name, spec.port_base)
+    assert stack_deploy.DEFAULT_CLUSTER == spec.name
+    assert s.Ports(spec.port_base).port("apiserver") == spec.port_base

@@ -3,6 +3,7 @@
 import pytest
 import yaml
 
+from trainyard.platform.problems import ConfigProblem
 from trainyard.queues.scheduler_config import SchedulerSettings, render, scheduler_config
 
 
@@ -56,3 +57,12 @@ def test_bad_settings_name_the_field(settings, field):
 def test_render_is_deterministic_yaml():
     assert render() == render()
     assert yaml.safe_load(render()) == scheduler_config()
+
+
+def test_problems_are_structured_records_with_field_message_and_fix():
+    (problem,) = SchedulerSettings(queue_plugin="drf").problems("stacks/Pulumi.x.yaml", "trainyard:scheduler")
+    assert isinstance(problem, ConfigProblem)
+    assert (problem.file, problem.field, problem.severity) == ("stacks/Pulumi.x.yaml", "trainyard:scheduler.queuePlugin",
+                                                               "error")
+    assert "'drf'" in problem.message and "proportion, capacity" in problem.fix
+    assert SchedulerSettings().problems() == []

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainyard.cluster import local
-from trainyard.cluster.spec import TRAINJOB_CONTROLLERS, ClusterSpec
+from trainyard.cluster.spec import PROVIDERS, TRAINJOB_CONTROLLERS, ClusterSpec
 
 cluster_app = typer.Typer(help="A local Kubernetes cluster of simulated GPU nodes (kwok) with JobSet and Volcano.",
                           no_args_is_help=True)
@@ -21,9 +21,10 @@ console = Console()
 DEFAULT = ClusterSpec()
 NAME = typer.Option(DEFAULT.name, "--name", help="Cluster name (several clusters need distinct --port-base).")
 PORT_BASE = typer.Option(DEFAULT.port_base, help="First of the loopback ports the cluster listens on.")
-PROVIDER = typer.Option("kwok", help="kwok (default, no container engine needed) or kind.")
+DEFAULT_PROVIDER = PROVIDERS[0]
+PROVIDER = typer.Option(DEFAULT_PROVIDER, help=f"{DEFAULT_PROVIDER} (default, no container engine needed) or "
+                        f"{' or '.join(PROVIDERS[1:])}.")
 FEATURE_GATES = typer.Option(DEFAULT.feature_gates, help="The TrainJob controller's feature gates.")
-PROVIDERS = ("kwok", "kind")
 TRAINJOB_CONTROLLER = typer.Option(
     DEFAULT.trainjob_controller, "--trainjob-controller",
     help=f"Which TrainJob controller runs: {' or '.join(TRAINJOB_CONTROLLERS)} (Kubeflow Trainer's own "
@@ -44,13 +45,13 @@ def make_spec(**values) -> ClusterSpec:
         raise  # unreachable: fail exits
 
 
-def start(spec: ClusterSpec, provider: str = "kwok", bare: bool = False) -> dict:
+def start(spec: ClusterSpec, provider: str = DEFAULT_PROVIDER, bare: bool = False) -> dict:
     """Start the cluster with the chosen provider; a running cluster is left alone."""
     if provider not in PROVIDERS:
         fail(f"--provider {provider!r}: use one of {', '.join(PROVIDERS)}", 2)
-    if bare and provider != "kwok":
+    if bare and provider != DEFAULT_PROVIDER:
         fail("--bare is a kwok option (kind clusters start without trainyard's local controllers anyway)", 2)
-    if spec.trainjob_controller != DEFAULT.trainjob_controller and (bare or provider != "kwok"):
+    if spec.trainjob_controller != DEFAULT.trainjob_controller and (bare or provider != DEFAULT_PROVIDER):
         fail(f"--trainjob-controller {spec.trainjob_controller}: the controller runs as a local process of a "
              "kwok cluster with controllers (not --bare, not --provider kind)", 2)
     try:
@@ -137,10 +138,11 @@ def print_status(name: str) -> None:
 def register_top_level(app: typer.Typer) -> None:
     """`trainyard up` / `trainyard down`: what `make up` / `make down` run."""
     from trainyard import main_job
+    from trainyard.stack_deploy import LOCAL_STACK
 
     @app.command("up")
     def platform_up(name: str = NAME, port_base: int = PORT_BASE, feature_gates: str = FEATURE_GATES,
-                    stack: str = typer.Option("local", help="Stack deployed on the cluster.")) -> None:
+                    stack: str = typer.Option(LOCAL_STACK, help="Stack deployed on the cluster.")) -> None:
         """Start the local GPU cluster with its controllers, then `pulumi up` the local stack on it."""
         spec = make_spec(name=name, port_base=port_base, feature_gates=feature_gates)
         start(spec)

@@ -1,6 +1,8 @@
 """Pure description of a local cluster: ports, nodes, and the config files its processes read.
 
-Everything here returns plain dicts/strings so it can be tested without starting anything.
+`ClusterSpec`'s field defaults are the one declaration of the local cluster's defaults (name, port base,
+node shape); the CLI options, `stack_deploy` and stacks/Pulumi.local.yaml (a unit test compares them)
+follow it. Everything here returns plain dicts/strings so it can be tested without starting anything.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
 # Which TrainJob controller a local cluster runs: trainyard's, or Kubeflow Trainer's own (the oracle).
 TRAINJOB_CONTROLLERS = ("trainyard", "upstream")
+# How the cluster runs: kwok (the default, no container engine needed) or kind.
+PROVIDERS = ("kwok", "kind")
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
@@ -29,7 +33,7 @@ _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 class Ports:
     """Explicit loopback ports for every listener, so two clusters never collide silently."""
 
-    base: int = 26400
+    base: int
 
     OFFSETS: ClassVar[dict[str, int]] = {
         "apiserver": 0, "etcd": 1, "etcd_peer": 2, "kcm": 3, "scheduler": 4, "kwok": 5,
@@ -88,13 +92,22 @@ class ClusterSpec:
         elif self.port_base <= high and last >= low:
             problems.append(f"--port-base {self.port_base}: ports {self.port_base}-{last} overlap the kernel's "
                             f"ephemeral range {low}-{high}, where client connections can take them; "
-                            f"choose a base below {low - (last - self.port_base)} (default 26400)")
+                            f"choose a base below {low - (last - self.port_base)} (default {ClusterSpec.port_base})")
         if problems:
             raise ValueError("; ".join(problems))
 
     @property
     def ports(self) -> Ports:
         return Ports(self.port_base)
+
+    @property
+    def kube_context(self) -> str:
+        """The context kwokctl writes into the cluster's kubeconfig."""
+        return kube_context(self.name)
+
+
+def kube_context(cluster: str) -> str:
+    return f"kwok-{cluster}"
 
 
 def ephemeral_port_range() -> tuple[int, int]:
@@ -109,6 +122,10 @@ def ephemeral_port_range() -> tuple[int, int]:
 
 def node_name(index: int) -> str:
     return f"gpu-node-{index}"
+
+
+def rack_name(rack: int) -> str:
+    return f"rack-{rack}"
 
 
 def rack_of(index: int, spec: ClusterSpec) -> int:
@@ -143,7 +160,7 @@ def gpu_node(index: int, spec: ClusterSpec) -> dict:
                 "nvidia.com/gpu.count": str(spec.gpus_per_node),
                 "topology.kubernetes.io/region": "local",
                 "topology.kubernetes.io/zone": spec.zone,
-                RACK_LABEL: f"rack-{rack_of(index, spec)}",
+                RACK_LABEL: rack_name(rack_of(index, spec)),
                 SPINE_LABEL: "spine-0",
             },
         },

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from trainyard.runtimes.lint import load_controller_checks
 from trainyard.runtimes.lock import empty_lock, lock_entry, with_release
-from trainyard.runtimes.model import Catalog, Release, ReleaseSources, Tenant
+from trainyard.platform.stack_model import CatalogTenant
+from trainyard.runtimes.model import Catalog, Release, ReleaseSources
 from trainyard.runtimes.render import render_release_sources
 import trainyard.runtimes
 
@@ -61,9 +62,9 @@ def make_catalog(*releases: Release, sources: dict[str, ReleaseSources] | None =
     return Catalog(releases=tuple(releases), sources=sources, lock=lock)
 
 
-def make_tenant(**overrides) -> Tenant:
+def make_tenant(**overrides) -> CatalogTenant:
     fields = {"name": "team-a", "namespace": "team-a", "catalog_version": "1.1.0", "queue": "team-a", "priority_class": "team-a-default"}
-    return Tenant(**{**fields, **overrides})
+    return CatalogTenant(**{**fields, **overrides})
 
 
 def snapshot(root: Path) -> dict[str, str]:

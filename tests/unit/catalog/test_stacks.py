@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from catalog_builders import SHIPPED
-from trainyard.runtimes.model import CatalogError, Tenant
+from trainyard.platform.stack_model import CatalogTenant as Tenant
+from trainyard.runtimes.model import CatalogError
 from trainyard.runtimes.stacks import load_stack_tenants, tenants_from_stack_config
 
 
@@ -45,3 +46,19 @@ def test_shipped_local_stack_pins_current_and_deprecated_releases():
     stacks = load_stack_tenants(SHIPPED.parent / "stacks")
     versions = {t.name: t.catalog_version for t in stacks["local"]}
     assert versions["team-a"] == "1.2.0" and versions["team-b"] == "1.0.0"
+
+
+def test_catalog_reads_the_shipped_stacks_as_the_platform_program_does():
+    """One parser: the catalog's tenants are the platform model's tenants, seen through `as_catalog_tenant`."""
+    from trainyard.platform.stack_config import parse_stack_config
+    from trainyard.platform.stack_source import read_stack_source
+
+    for stack, tenants in load_stack_tenants(SHIPPED.parent / "stacks").items():
+        path = SHIPPED.parent / "stacks" / f"Pulumi.{stack}.yaml"
+        config, _ = parse_stack_config(read_stack_source(path).values, file=str(path))
+        assert tenants == [t.as_catalog_tenant() for t in config.tenants], stack
+
+
+def test_namespace_defaults_to_the_tenant_name_as_on_the_platform():
+    document = {"config": {"trainyard:tenants": [{"name": "a", "catalogVersion": "1.1.0", "queue": {"name": "q"}}]}}
+    assert tenants_from_stack_config(document) == [Tenant("a", "a", "1.1.0", "q", None)]
