@@ -22,6 +22,7 @@ from ..info import RuntimeInfo
 from ..resources import cpu_count, gpu_count
 from . import torchtune
 from .common import master_host, resources_per_node, set_trainer_count_from_num_nodes, trainer_count, upsert_trainer_env
+from .framework import Context
 
 
 def resolve_num_proc_per_node(value: int | str | None, resources: dict | None) -> str:
@@ -38,7 +39,7 @@ def resolve_num_proc_per_node(value: int | str | None, resources: dict | None) -
                           "spec.trainer.numProcPerNode")
 
 
-def enforce(info: RuntimeInfo) -> None:
+def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
     torch = (info.ml_policy or {}).get("torch")
     if torch is None:
         return
