@@ -225,7 +225,7 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
         "data": {"curve.cert": base64.b64encode(certificate.encode()).decode()}})
 
 
-def validation_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
+def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
     """Upstream's Flux admission: processes per node >= 1, `flux-installer` reserved in the node job."""
     flux = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("flux")
     if flux is None:

@@ -14,6 +14,8 @@ from .. import k8s
 from ..errors import ValidationError
 from ..info import RuntimeInfo
 from ..resources import gpu_count
+from ..schema import FieldError
+from ..validation import invalid, ml_policy, reserved_env_errors, runtime_jobs
 from .common import resources_per_node
 from .framework import Context, ObjectRef
 
@@ -89,6 +91,25 @@ def slots(info: RuntimeInfo) -> int:
         if gpus > 1:
             return gpus
     return value
+
+
+def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
+    """Upstream's MPI admission (launcher-as-node needs both jobs, reserved env) plus an integer numProcPerNode."""
+    ml = ml_policy(runtime)
+    if "mpi" not in ml:
+        return []
+    mpi = ml["mpi"]
+    trainer = trainjob["spec"].get("trainer") or {}
+    errors: list[FieldError] = []
+    names = {j.get("name") for j in runtime_jobs(runtime)}
+    if mpi.get("runLauncherAsNode") and (trainer.get("numNodes") or 0) >= 2 and not {C.LAUNCHER, C.NODE} <= names:
+        errors.append(invalid("spec.trainer.numNodes", trainer.get("numNodes"),
+                              "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node"))
+    errors += reserved_env_errors(trainer, C.MPI_RESERVED_ENVS)
+    nproc = trainer.get("numProcPerNode")
+    if isinstance(nproc, str) and not nproc.isdigit():
+        errors.append(invalid("spec.trainer.numProcPerNode", nproc, "must be an integer for MPI runtimes"))
+    return errors
 
 
 def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:

@@ -7,15 +7,16 @@ from .. import k8s
 from ..info import RuntimeInfo
 from ..resources import gpu_count
 from ..schema import FieldError
+from ..validation import forbidden, ml_policy
 from .common import master_host, node_container_with_num_nodes, resources_per_node, trainer_count
 from .framework import Context
 
 
 def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
-    if "xgboost" not in ((runtime.get("spec") or {}).get("mlPolicy") or {}):
+    if "xgboost" not in ml_policy(runtime):
         return []
     trainer = trainjob["spec"].get("trainer") or {}
-    return [FieldError(f"spec.trainer.env[{i}]", "Forbidden", f"{env['name']} is reserved for the XGBoost runtime")
+    return [forbidden(f"spec.trainer.env[{i}]", f"{env['name']} is reserved for the XGBoost runtime")
             for i, env in enumerate(trainer.get("env") or []) if env.get("name") in C.XGBOOST_RESERVED_ENVS]
 
 
