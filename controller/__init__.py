@@ -1,7 +1,7 @@
 """trainyard's pure Kubeflow Trainer v2 controller core (no I/O, no API server).
 
 Public API (plain dicts in, plain dicts out):
-    build_objects(trainjob, runtime, existing=(), key_generator=None) -> list[dict]
+    build_objects(trainjob, runtime, existing=(), key_generator=None, status_server=None, plugins=REGISTRY) -> list[dict]
     may_apply_jobset(trainjob, existing_jobset) -> bool
     build_status(trainjob, jobset, now) -> dict ; requeue_after_seconds, deadline_exceeded
     validate_runtime(runtime, old=None) -> Result ; validate_trainjob(trainjob, runtime, old=None, cluster_objects=())
@@ -9,6 +9,7 @@ Public API (plain dicts in, plain dicts out):
     crd_objects() -> list[dict]
     strategic_merge(original, patch, merge_keys)
 Errors: ControllerError > BuildError > (ValidationError, InputError).
+Policies are plugins (`plugins/`, one ordered `plugins.REGISTRY`, protocol in `plugins/framework.py`).
 """
 
 from .admission import Result, admission_review_response, default_trainjob_patch, validate_runtime, validate_trainjob

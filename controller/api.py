@@ -5,6 +5,8 @@ status) plus the seed-era (v2.0/v2.1) fields the platform's users still write: `
 `spec.annotations`, `spec.podTemplateOverrides`, `numProcPerNode` as `auto|cpu|gpu|<int>`,
 `mlPolicy.torch.elasticPolicy`, `mpi.mpiImplementation` OpenMPI/Intel/MPICH. Built with
 `schema.py` so one definition serves the CRD, defaulting, pruning and admission.
+
+The core/v1 pieces live in `api_core.py`, the JobSet template in `api_jobset.py`.
 """
 
 from __future__ import annotations
@@ -12,11 +14,9 @@ from __future__ import annotations
 import re
 
 from . import constants as C
-from .quantity import QUANTITY_PATTERN
-from .schema import (DNS1035, Rule, array, boolean, free_object, immutable, int_or_string, integer, obj, string,
-                     string_map)
-
-IMMUTABLE = immutable()
+from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
+from .api_jobset import jobset_spec
+from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, obj, string, string_map
 
 NUM_PROC_VALUES = ("auto", "cpu", "gpu")
 
@@ -33,173 +33,6 @@ NUM_PROC_RULE = Rule(
     "numProcPerNode must be greater than or equal to 1, or one of auto, cpu, gpu",
     _num_proc_ok,
 )
-
-# ---- core/v1 pieces (typed where trainyard reads them, preserved otherwise) ----------------------
-
-def env_var() -> dict:
-    return obj({"name": string(), "value": string(), "valueFrom": free_object()}, required=["name"])
-
-
-def env_list(max_items: int = 128) -> dict:
-    return array(env_var(), maxItems=max_items, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
-
-
-def resource_list() -> dict:
-    return {"type": "object", "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN)}
-
-
-def _object_meta() -> dict:
-    """Template metadata: labels and annotations are string maps as in ObjectMeta (the build copies them)."""
-    return obj({"labels": string_map(), "annotations": string_map()}, **{"x-kubernetes-preserve-unknown-fields": True})
-
-
-def resource_requirements() -> dict:
-    return obj({
-        "limits": resource_list(),
-        "requests": resource_list(),
-        "claims": array(obj({"name": string(), "request": string()}, required=["name"]),
-                        **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
-    })
-
-
-def local_object_reference() -> dict:
-    return obj({"name": string(default="")}, **{"x-kubernetes-map-type": "atomic"})
-
-
-def template_metadata() -> dict:
-    return obj({"labels": string_map(), "annotations": string_map()})
-
-
-def volume_mount() -> dict:
-    return obj({"name": string(), "mountPath": string(), "readOnly": boolean(), "subPath": string(),
-                "subPathExpr": string(), "mountPropagation": string(), "recursiveReadOnly": string()},
-               required=["name", "mountPath"])
-
-
-def container_patch(bounded: bool = True) -> dict:
-    """ContainerPatch: the only container fields a TrainJob may change (upstream PodSpecPatch).
-
-    `bounded` adds upstream v2.3's ContainerPatch bounds (name 1..253, volumeMounts <= 128): the
-    `self == oldSelf` rules on the containers lists above need them to fit the API server's CEL cost budget.
-    """
-    name = string(minLength=1, maxLength=253) if bounded else string()
-    return obj({
-        "name": name,
-        "env": env_list(),
-        "volumeMounts": array(volume_mount(), maxItems=128 if bounded else None,
-                              **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]}),
-        "securityContext": free_object(),
-    }, required=["name"])
-
-
-def toleration() -> dict:
-    return obj({"key": string(), "operator": string(), "value": string(), "effect": string(),
-                "tolerationSeconds": integer("int64")})
-
-
-def _named(max_items: int | None = None, rules=None, item: dict | None = None) -> dict:
-    extra = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
-    if max_items:
-        extra["maxItems"] = max_items
-    return array(item or obj({"name": string()}, required=["name"]), rules=rules, **extra)
-
-
-def pod_spec_patch(immutable_fields: bool) -> dict:
-    """Pod spec fields a TrainJob may override.
-
-    `immutable_fields` (the v2.3 runtimePatches PodSpecPatch) adds upstream's per-field CEL together with
-    upstream's bounds that keep those rules inside the API server's cost budget (serviceAccountName
-    maxLength 253, imagePullSecrets maxItems 64, container patches bounded). The seed-era
-    podTemplateOverrides variant carries no CEL and keeps its looser shape.
-    """
-    imm = [IMMUTABLE] if immutable_fields else None
-    volume = obj({"name": string()}, required=["name"], **{"x-kubernetes-preserve-unknown-fields": True})
-    return obj({
-        "serviceAccountName": string(rules=imm, maxLength=253 if immutable_fields else None),
-        "nodeSelector": string_map(),
-        "affinity": free_object(),
-        "tolerations": array(toleration(), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
-        "volumes": _named(128, imm, volume),
-        "initContainers": _named(64, imm, container_patch(immutable_fields)),
-        "containers": _named(64, imm, container_patch(immutable_fields)),
-        "schedulingGates": _named(16),
-        "imagePullSecrets": _named(64 if immutable_fields else None, imm),
-        "securityContext": free_object(rules=imm),
-        "terminationGracePeriodSeconds": integer("int64", rules=imm, minimum=0),
-    })
-
-
-# ---- JobSet template (jobset.x-k8s.io/v1alpha2 JobSetSpec, top levels validated) -----------------
-
-def _no_depends_on_with_in_order(spec: dict) -> bool:
-    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-    return not (in_order and any("dependsOn" in j for j in spec.get("replicatedJobs") or [] if isinstance(j, dict)))
-
-
-def _no_namespace_in_claim_templates(policy: dict) -> bool:
-    """JobSet: a claim template may not set a (non-empty) namespace."""
-    return all(not (t.get("metadata") or {}).get("namespace") for t in policy.get("templates") or [])
-
-
-def jobset_spec() -> dict:
-    value_immutable = immutable("Value is immutable")
-    job_spec = obj({
-        "parallelism": integer(),
-        "completions": integer(),
-        "completionMode": string(),
-        "backoffLimit": integer(),
-        "template": obj({
-            "metadata": _object_meta(),
-            "spec": obj({
-                # resources typed as in the Pod API: the build reads them (PodGroup minResources, GPU limits)
-                "containers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
-                                        **{"x-kubernetes-preserve-unknown-fields": True})),
-                "initContainers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
-                                            **{"x-kubernetes-preserve-unknown-fields": True})),
-            }, **{"x-kubernetes-preserve-unknown-fields": True}),
-        }, **{"x-kubernetes-preserve-unknown-fields": True}),
-    }, required=["template"], **{"x-kubernetes-preserve-unknown-fields": True})
-    replicated_job = obj({
-        "name": string(),
-        "groupName": string(default="default", maxLength=63, pattern=DNS1035.pattern),
-        "replicas": integer(default=1),
-        "dependsOn": array(obj({"name": string(), "status": string(enum=["Ready", "Complete"])}, required=["name", "status"]),
-                           maxItems=5, rules=[value_immutable],
-                           **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
-        "template": obj({"metadata": _object_meta(), "spec": job_spec}),
-    }, required=["name", "template"])
-    return obj({
-        "replicatedJobs": array(replicated_job, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
-        "network": obj({"enableDNSHostnames": boolean(), "subdomain": string(), "publishNotReadyAddresses": boolean()},
-                       rules=[value_immutable]),
-        "successPolicy": obj({"operator": string(enum=["All", "Any"]), "targetReplicatedJobs": array(string(), **{"x-kubernetes-list-type": "atomic"})},
-                             required=["operator"], rules=[value_immutable]),
-        "failurePolicy": obj({
-            "maxRestarts": integer(),
-            "restartStrategy": string(default="Recreate", enum=["Recreate", "BlockingRecreate", "RecreateJob"]),
-            "rules": array(free_object()),
-        }, rules=[value_immutable]),
-        "startupPolicy": obj({"startupPolicyOrder": string(enum=["AnyOrder", "InOrder"])}, required=["startupPolicyOrder"],
-                             rules=[value_immutable]),
-        # JobSet v0.12 bounds both lists at 50 (its CEL rules iterate/compare them); its rule allows an
-        # empty namespace, as does the Python predicate.
-        "volumeClaimPolicies": array(obj({
-            "templates": array(obj({"metadata": obj({"namespace": string()}, **{"x-kubernetes-preserve-unknown-fields": True})},
-                                   **{"x-kubernetes-preserve-unknown-fields": True}),
-                               maxItems=50, **{"x-kubernetes-list-type": "atomic"}),
-            "retentionPolicy": obj({"whenDeleted": string(default="Delete", enum=["Delete", "Retain"])}),
-        }, **{"x-kubernetes-preserve-unknown-fields": True}, rules=[Rule(
-            "!has(self.templates) || self.templates.all(t, !has(t.metadata) || !has(t.metadata.namespace) || "
-            "size(t.metadata.namespace) == 0)",
-            "namespace cannot be set for VolumeClaimPolicies templates", _no_namespace_in_claim_templates)]),
-            maxItems=50, rules=[value_immutable], **{"x-kubernetes-list-type": "atomic"}),
-        "suspend": boolean(),
-        "coordinator": free_object(),
-        "managedBy": string(),
-        "ttlSecondsAfterFinished": integer(minimum=0),
-    }, rules=[Rule("!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder' && "
-                   "self.replicatedJobs.exists(x, has(x.dependsOn)))",
-                   "StartupPolicy and DependsOn APIs are mutually exclusive", _no_depends_on_with_in_order)])
 
 
 # ---- TrainingRuntime / ClusterTrainingRuntime ---------------------------------------------------

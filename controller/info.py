@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Callable
 
 from . import constants as C
 from . import k8s
@@ -40,13 +39,13 @@ class RuntimeInfo:
     spec: dict
     pod_sets: list[PodSet]
     existing: tuple = ()
-    key_generator: Callable[[], tuple[bytes, bytes]] | None = None
     pod_labels: dict = field(default_factory=dict)
     pod_annotations: dict = field(default_factory=dict)
     job_annotations: dict = field(default_factory=dict)
     secrets: list = field(default_factory=list)
     config_maps: list = field(default_factory=list)
     pod_groups: list = field(default_factory=list)
+    jobset: dict | None = None  # None: the JobSet is left as it is (running, see jobset.may_apply_jobset)
     mpi_slots: int = 1
 
     @property
@@ -68,7 +67,7 @@ class RuntimeInfo:
         return k8s.find_container(k8s.find_job_by_ancestor(self.spec, C.ANCESTOR_TRAINER), C.NODE)
 
 
-def new_runtime_info(trainjob: dict, runtime: dict, existing=(), key_generator=None) -> RuntimeInfo:
+def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
     rt_spec = runtime.get("spec") or {}
     template = rt_spec.get("template") or {}
     tj_spec = trainjob["spec"]
@@ -89,7 +88,7 @@ def new_runtime_info(trainjob: dict, runtime: dict, existing=(), key_generator=N
     info = RuntimeInfo(
         trainjob=trainjob, runtime=runtime, labels=labels, annotations=annotations, ml_policy=ml_policy,
         pod_group_policy=rt_spec.get("podGroupPolicy"), spec=spec, pod_sets=_pod_sets(spec, ml_policy),
-        existing=tuple(existing), key_generator=key_generator,
+        existing=tuple(existing),
     )
     _merge_resources_per_node(info)
     return info

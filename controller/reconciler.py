@@ -1,5 +1,8 @@
 """One reconcile of one TrainJob: read what exists, build with the pure pipeline, apply, write status.
 
+What exists is the runtime snapshot plus whatever the registered plugins' `owned_objects` name for the
+TrainJob's runtime (`plugins/framework.py`); reconcile knows no policy itself and builds once.
+
 Mirrors upstream's TrainJob reconciler: objects are server-side applied with one field manager
 and a controller ownerReference; a running JobSet is never updated (the pipeline leaves it out);
 a TrainJob managed by another controller is left alone; a finished one gets no new objects; an
@@ -20,13 +23,17 @@ from dataclasses import dataclass
 
 from kubernetes.client.exceptions import ApiException
 
+from types import ModuleType
+from typing import Sequence
+
 from . import constants as C
 from . import failures
-from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer
+from .apiserver import RESOURCES, ApiServer, resource_for
 from .build import build_objects, is_managed_by_us
 from .errors import ControllerError, PreflightError
+from .plugins import REGISTRY, framework
 from .plugins.trainjobstatus import StatusServerConfig
-from .snapshot import runtime_key, snapshot_name
+from .snapshot import runtime_key, snapshot_name, stored_runtime_document
 from .status import build_status, deadline_exceeded, requeue_after_seconds
 
 log = logging.getLogger("trainyard.controller")
@@ -45,36 +52,19 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def existing_objects(api: ApiServer, trainjob: dict) -> list[dict]:
-    """The objects a previous reconcile may have created for this TrainJob (all named after it)."""
-    name, ns = trainjob["metadata"]["name"], trainjob["metadata"]["namespace"]
-    wanted = [
-        (RESOURCES["ConfigMap"], snapshot_name(trainjob)),
-        (RESOURCES["Secret"], name + C.MPI_SSH_SECRET_SUFFIX),
-        (RESOURCES["ConfigMap"], name + C.MPI_HOSTFILE_SUFFIX),
-        (RESOURCES["PodGroup"], name),
-        (RESOURCES["JobSet"], name),
-    ]
-    found = []
-    for resource, obj_name in wanted:
-        obj = _get_typed(api, resource, obj_name, ns)
+def existing_objects(api: ApiServer, trainjob: dict, snapshot: dict | None, runtime: dict | None,
+                     plugins: Sequence[ModuleType] = REGISTRY) -> list[dict]:
+    """What an earlier reconcile may have created that this build must see: the runtime snapshot, and what the
+    plugins' `owned_objects` name for the runtime the build will use (the snapshot's, else `runtime`), so a
+    TrainJob pays no GET for a policy its runtime does not use."""
+    document = stored_runtime_document(snapshot) if snapshot is not None else (runtime or {})
+    refs = [ref for refs in framework.run(plugins, "owned_objects", trainjob, document) for ref in refs]
+    found = [snapshot] if snapshot is not None else []
+    for ref in dict.fromkeys(refs):
+        obj = _get_typed(api, resource_for(ref.kind, ref.api_version), ref.name, trainjob["metadata"]["namespace"])
         if obj is not None:
             found.append(obj)
     return found
-
-
-def _build(api: ApiServer, trainjob: dict, runtime: dict | None, existing: list[dict],
-           status_server: StatusServerConfig | None) -> list[dict]:
-    """build_objects, reading a coscheduling PodGroup back only when the runtime asks for one (so every
-    other TrainJob pays no extra GET), then building again with it so the plugin decides as usual."""
-    objects = build_objects(trainjob, runtime, existing, status_server=status_server)
-    wants_coscheduling = any(o["kind"] == "PodGroup" and o["apiVersion"] == COSCHEDULING_PODGROUP.api_version
-                             for o in objects)
-    if wants_coscheduling:
-        found = _get_typed(api, COSCHEDULING_PODGROUP, trainjob["metadata"]["name"], trainjob["metadata"]["namespace"])
-        if found is not None:
-            return build_objects(trainjob, runtime, existing + [found], status_server=status_server)
-    return objects
 
 
 def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | None:
@@ -102,21 +92,24 @@ def _key(obj: dict) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None) -> Outcome | None:
+def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None,
+              plugins: Sequence[ModuleType] = REGISTRY) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
-    `status_server`: set when the TrainJobStatus feature gate is on."""
+    `status_server`: set when the TrainJobStatus feature gate is on. `plugins`: the registry (tests pass another)."""
     trainjob = api.get(RESOURCES["TrainJob"], name, namespace)
     if trainjob is None or not is_managed_by_us(trainjob):
         return None
     trainjob.setdefault("apiVersion", C.API_VERSION)
     trainjob.setdefault("kind", C.TRAINJOB_KIND)
-    existing = existing_objects(api, trainjob)
-    has_snapshot = any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == snapshot_name(trainjob) for o in existing)
+    snapshot = _get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
+    has_snapshot = snapshot is not None
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
+    existing = existing_objects(api, trainjob, snapshot, runtime, plugins)
     applied: list[str] = []
     failure, error = None, None
     try:
-        objects = _build(api, trainjob, runtime, existing + _namespace(api, namespace), status_server)
+        objects = build_objects(trainjob, runtime, existing + _namespace(api, namespace), status_server=status_server,
+                                plugins=plugins)
         failure = _preflight(api, namespace, objects, existing)
         if failure is not None:
             error = PreflightError(failure.message)
@@ -198,4 +191,4 @@ def owner_trainjob(obj: dict) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["reconcile", "owner_trainjob", "existing_objects", "fetch_runtime", "Outcome", "COSCHEDULING_PODGROUP"]
+__all__ = ["reconcile", "owner_trainjob", "existing_objects", "fetch_runtime", "Outcome"]

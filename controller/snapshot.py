@@ -83,3 +83,17 @@ def build_snapshot(trainjob: dict, runtime: dict) -> dict:
         "metadata": k8s.object_meta(snapshot_name(trainjob), trainjob),
         "data": {C.SNAPSHOT_KEY: yaml.safe_dump(stored, sort_keys=True)},
     }
+
+
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def stored_runtime_document(snapshot: dict) -> dict:
+    """The runtime a snapshot holds, unchecked ({} when unreadable): enough to tell which policies it names.
+    The build reads it again with every check (`runtime_from_snapshot`)."""
+    text = (snapshot.get("data") or {}).get(C.SNAPSHOT_KEY)
+    try:
+        document = yaml.load(text, Loader=_FAST_LOADER) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        return {}
+    return document if isinstance(document, dict) else {}

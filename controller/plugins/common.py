@@ -48,3 +48,11 @@ def upsert_trainer_env(info: RuntimeInfo) -> dict | None:
     if container is not None:
         k8s.upsert_env(container, info.trainer.get("env") or [])
     return container
+
+
+def node_container_with_num_nodes(info: RuntimeInfo) -> dict | None:
+    """Apply spec.trainer.numNodes, then the trainer job's `node` container (None: nothing to inject)."""
+    set_trainer_count_from_num_nodes(info)
+    if info.trainer is None:
+        return None
+    return info.trainer_node_container()

@@ -31,6 +31,7 @@ from ..info import RuntimeInfo
 from ..resources import gpu_count
 from ..schema import FieldError
 from .common import resources_per_node, trainer_count
+from .framework import Context
 
 INSTALLER = "flux-installer"
 INSTALLER_IMAGE = "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
@@ -175,7 +176,7 @@ def _names(info: RuntimeInfo) -> tuple[str, str]:
     return f"{info.name}-flux-entrypoint", f"{info.name}-flux-curve"
 
 
-def enforce(info: RuntimeInfo) -> None:
+def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
     """Wrap the trainer command and add the installer, volumes and mounts to the `node` pod set."""
     if "flux" not in (info.ml_policy or {}):
         return
@@ -208,7 +209,7 @@ def enforce(info: RuntimeInfo) -> None:
                 k8s.upsert(container.setdefault("volumeMounts", []), mounts, "mountPath")
 
 
-def build(info: RuntimeInfo) -> None:
+def build(info: RuntimeInfo, ctx: Context) -> None:
     """ConfigMap with entrypoint.sh + init.sh, and the CURVE Secret."""
     if "flux" not in (info.ml_policy or {}):
         return
@@ -224,7 +225,7 @@ def build(info: RuntimeInfo) -> None:
         "data": {"curve.cert": base64.b64encode(certificate.encode()).decode()}})
 
 
-def validation_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
+def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
     """Upstream's Flux admission: processes per node >= 1, `flux-installer` reserved in the node job."""
     flux = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("flux")
     if flux is None:

@@ -1,5 +1,7 @@
 """JobSet plugin: endpoints/parallelism, initializer and trainer overrides, and the complete JobSet.
 
+Registered last: its build reads the pod templates every other plugin has finished with.
+
 The JobSet is written COMPLETE: everything JobSet's defaulting webhook (v0.12.0) and CRD defaults would
 add is filled in here, so what we apply is what the API server stores (server-side apply stays
 conflict-free and `render` shows the real object).
@@ -11,6 +13,7 @@ from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
 from ..resources import mirror_extended_limits
+from .framework import Context, ObjectRef
 
 MAX_INT32 = 2**31 - 1
 
@@ -32,6 +35,12 @@ def sync_parallelism(info: RuntimeInfo) -> None:
     for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
         spec = k8s.job_spec(job)
         spec["parallelism"] = spec["completions"] = pod_set.count
+
+
+def pre_build(info: RuntimeInfo, ctx: Context) -> None:
+    """Pod counts are final: record every pod's hostname and size each Job to its pod set."""
+    ctx.endpoints = endpoints(info)
+    sync_parallelism(info)
 
 
 def apply_initializers(info: RuntimeInfo) -> None:
@@ -104,7 +113,7 @@ def apply_webhook_defaults(spec: dict, name: str) -> None:
         k8s.pod_spec(job).setdefault("restartPolicy", "OnFailure")
 
 
-def build(info: RuntimeInfo) -> dict:
+def build_jobset(info: RuntimeInfo) -> dict:
     apply_initializers(info)
     apply_trainer(info)
     apply_scheduler_metadata(info)
@@ -126,3 +135,13 @@ def may_apply_jobset(trainjob: dict, existing_jobset: dict | None) -> bool:
     if existing_jobset is None:
         return True
     return bool((trainjob.get("spec") or {}).get("suspend")) or bool((existing_jobset.get("spec") or {}).get("suspend"))
+
+
+def build(info: RuntimeInfo, ctx: Context) -> None:
+    existing = k8s.find_object(info.existing, "JobSet", info.name, k8s.namespace_of(info.trainjob))
+    if may_apply_jobset(info.trainjob, existing):
+        info.jobset = build_jobset(info)
+
+
+def owned_objects(trainjob: dict, runtime: dict) -> list[ObjectRef]:
+    return [ObjectRef(C.JOBSET_API_VERSION, "JobSet", k8s.name_of(trainjob))]

@@ -8,14 +8,16 @@ Intel MPI (`I_MPI_HYDRA_HOST_FILE`, `I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS`) and
 from __future__ import annotations
 
 import base64
-from typing import Callable
 
 from .. import constants as C
 from .. import k8s
 from ..errors import ValidationError
 from ..info import RuntimeInfo
 from ..resources import gpu_count
+from ..schema import FieldError
+from ..validation import invalid, ml_policy, reserved_env_errors, runtime_jobs
 from .common import resources_per_node
+from .framework import Context, ObjectRef
 
 HOSTFILE_PATH = f"{C.MPI_HOSTFILE_DIR}/{C.MPI_HOSTFILE_NAME}"
 
@@ -91,7 +93,26 @@ def slots(info: RuntimeInfo) -> int:
     return value
 
 
-def enforce(info: RuntimeInfo) -> None:
+def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
+    """Upstream's MPI admission (launcher-as-node needs both jobs, reserved env) plus an integer numProcPerNode."""
+    ml = ml_policy(runtime)
+    if "mpi" not in ml:
+        return []
+    mpi = ml["mpi"]
+    trainer = trainjob["spec"].get("trainer") or {}
+    errors: list[FieldError] = []
+    names = {j.get("name") for j in runtime_jobs(runtime)}
+    if mpi.get("runLauncherAsNode") and (trainer.get("numNodes") or 0) >= 2 and not {C.LAUNCHER, C.NODE} <= names:
+        errors.append(invalid("spec.trainer.numNodes", trainer.get("numNodes"),
+                              "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node"))
+    errors += reserved_env_errors(trainer, C.MPI_RESERVED_ENVS)
+    nproc = trainer.get("numProcPerNode")
+    if isinstance(nproc, str) and not nproc.isdigit():
+        errors.append(invalid("spec.trainer.numProcPerNode", nproc, "must be an integer for MPI runtimes"))
+    return errors
+
+
+def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
     mpi = (info.ml_policy or {}).get("mpi")
     if mpi is None:
         return
@@ -119,8 +140,7 @@ def enforce(info: RuntimeInfo) -> None:
             k8s.upsert_env(container, launcher_env)
 
 
-def build(info: RuntimeInfo, endpoints: dict[str, list[str]],
-          key_generator: Callable[[], tuple[bytes, bytes]] | None) -> None:
+def build(info: RuntimeInfo, ctx: Context) -> None:
     """Secret (only when absent: it is immutable and pods already mount it) + hostfile ConfigMap."""
     mpi = (info.ml_policy or {}).get("mpi")
     if mpi is None:
@@ -128,7 +148,7 @@ def build(info: RuntimeInfo, endpoints: dict[str, list[str]],
     secret_name = info.name + C.MPI_SSH_SECRET_SUFFIX
     namespace = k8s.namespace_of(info.trainjob)
     if k8s.find_object(info.existing, "Secret", secret_name, namespace) is None:
-        private, public = (key_generator or generate_ssh_key)()
+        private, public = (ctx.key_generator or generate_ssh_key)()
         info.secrets.append({
             "apiVersion": "v1", "kind": "Secret",
             "metadata": k8s.object_meta(secret_name, info.trainjob),
@@ -142,9 +162,16 @@ def build(info: RuntimeInfo, endpoints: dict[str, list[str]],
     lines = []
     for pod_set in info.pod_sets:
         if pod_set.name == C.NODE or (launcher_as_node and pod_set.name == C.LAUNCHER):
-            lines += [_hostfile_line(impl, host, info.mpi_slots) for host in endpoints.get(pod_set.name, [])]
+            lines += [_hostfile_line(impl, host, info.mpi_slots) for host in ctx.endpoints.get(pod_set.name, [])]
     info.config_maps.append({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": k8s.object_meta(info.name + C.MPI_HOSTFILE_SUFFIX, info.trainjob),
         "data": {C.MPI_HOSTFILE_NAME: "".join(line + "\n" for line in lines)},
     })
+
+
+def owned_objects(trainjob: dict, runtime: dict) -> list[ObjectRef]:
+    """The SSH Secret: immutable and mounted by running pods, so it is created once and kept."""
+    if "mpi" not in k8s.mapping(k8s.mapping(k8s.mapping(runtime).get("spec")).get("mlPolicy")):
+        return []
+    return [ObjectRef("v1", "Secret", k8s.name_of(trainjob) + C.MPI_SSH_SECRET_SUFFIX)]

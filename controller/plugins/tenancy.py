@@ -1,8 +1,9 @@
 """Tenant defaults in the build (trainyard's platform layer, see `controller/tenancy.py`).
 
-`enforce_priority` runs before the PodGroup plugins so the Volcano PodGroup takes its priorityClassName
-from the pod templates as upstream does; `default_queue` runs after them and only fills a queue no
-annotation named. Both read the TrainJob's Namespace from `info.existing` (absent: nothing changes,
+The priority class is set while enforcing the pod-group policy, before any PodGroup is built, so the
+Volcano PodGroup takes its priorityClassName from the pod templates as upstream does; the default queue
+is filled while building, after the `volcano` plugin (registered before this one), and only where no
+annotation named a queue. Both read the TrainJob's Namespace from `info.existing` (absent: nothing changes,
 except that the TrainJob's own `trainyard.dev/priority-class` label still applies).
 """
 
@@ -12,9 +13,10 @@ from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
 from ..tenancy import namespace_policy, selected_priority_class
+from .framework import Context
 
 
-def enforce_priority(info: RuntimeInfo) -> None:
+def enforce_pod_group_policy(info: RuntimeInfo, ctx: Context) -> None:
     """The selected class replaces every pod template's; otherwise the namespace default fills the gaps."""
     selected = selected_priority_class(info.trainjob)
     default = namespace_policy(info.trainjob, info.existing).default_priority_class
@@ -27,7 +29,7 @@ def enforce_priority(info: RuntimeInfo) -> None:
             pod["priorityClassName"] = default
 
 
-def default_queue(info: RuntimeInfo) -> None:
+def build(info: RuntimeInfo, ctx: Context) -> None:
     """A Volcano PodGroup whose runtime and TrainJob name no queue gets the namespace's queue."""
     queue = namespace_policy(info.trainjob, info.existing).queue
     if queue is None:

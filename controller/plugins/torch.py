@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from .. import constants as C
 from .. import k8s
-from ..errors import BuildError, ValidationError
-from ..info import RuntimeInfo
+from ..errors import BuildError, ControllerError, ValidationError
+from ..info import RuntimeInfo, new_runtime_info
 from ..resources import cpu_count, gpu_count
+from ..schema import FieldError
+from ..validation import invalid, job_containers, ml_policy, reserved_env_errors
 from . import torchtune
-from .common import master_host, resources_per_node, set_trainer_count_from_num_nodes, trainer_count, upsert_trainer_env
+from .common import (master_host, resources_per_node, runtime_node_resources, set_trainer_count_from_num_nodes,
+                     trainer_count, upsert_trainer_env)
+from .framework import Context
 
 
 def resolve_num_proc_per_node(value: int | str | None, resources: dict | None) -> str:
@@ -38,7 +42,7 @@ def resolve_num_proc_per_node(value: int | str | None, resources: dict | None) -
                           "spec.trainer.numProcPerNode")
 
 
-def enforce(info: RuntimeInfo) -> None:
+def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
     torch = (info.ml_policy or {}).get("torch")
     if torch is None:
         return
@@ -134,3 +138,38 @@ def _elastic_env(info: RuntimeInfo, elastic: dict) -> list[dict]:
             k8s.env_value(C.TORCH_ENV_RDZV_ID, info.name),
         ]
     return env
+
+
+def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]:
+    """Upstream's torch admission: envInjection targets exist, PET_* env reserved, torchtune's rules."""
+    ml = ml_policy(runtime)
+    if "torch" not in ml:
+        return []
+    trainer = trainjob["spec"].get("trainer") or {}
+    errors: list[FieldError] = []
+    containers = job_containers(runtime)
+    for target in (ml["torch"].get("envInjection") or {}).get("targets") or []:
+        for name in target.get("containerNames") or []:
+            if name not in containers.get(target.get("jobName"), set()):
+                errors.append(invalid("spec.runtimeRef", trainjob["spec"]["runtimeRef"],
+                                      f"envInjection target podSet {target.get('jobName')!r} container {name!r} not found in runtime template"))
+    reserved = C.TORCH_RESERVED_ENVS + (C.TORCH_ELASTIC_RESERVED_ENVS if ml["torch"].get("elasticPolicy") else ())
+    errors += reserved_env_errors(trainer, reserved)
+    if torchtune.is_torchtune(trainjob["spec"].get("trainer")):
+        errors += _torchtune_errors(trainjob, runtime, ml["torch"])
+    return errors
+
+
+def _torchtune_errors(trainjob: dict, runtime: dict, torch_policy: dict) -> list[FieldError]:
+    """GPUs per node as upstream's webhook sees them: trainer.resourcesPerNode, else the runtime's `node`
+    container after the TrainJob's patches and overrides."""
+    trainer = trainjob["spec"]["trainer"]
+    requested = trainer.get("numProcPerNode", torch_policy.get("numProcPerNode", "auto"))
+    resources = trainer.get("resourcesPerNode")
+    try:
+        if not resources:
+            resources = runtime_node_resources(new_runtime_info(trainjob, runtime))
+        gpus = gpu_count(resources if isinstance(resources, dict) else None)
+    except ControllerError:
+        gpus = 0  # the schema check and the trial build report what is malformed
+    return torchtune.validation_errors(trainjob, torchtune.int_or_string(requested), gpus)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
+from .framework import Context
 
 FEATURE_GATE = "TrainJobStatus"
 ENV_URL = "KUBEFLOW_TRAINER_SERVER_URL"
@@ -46,7 +47,8 @@ def tls_config_map_name(trainjob_name: str) -> str:
     return f"{trainjob_name}-tls-config"
 
 
-def enforce(info: RuntimeInfo, config: StatusServerConfig | None) -> None:
+def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
+    config = ctx.status_server
     if config is None:
         return
     namespace = k8s.namespace_of(info.trainjob)
@@ -69,7 +71,8 @@ def enforce(info: RuntimeInfo, config: StatusServerConfig | None) -> None:
     k8s.upsert(pod.setdefault("volumes", []), [volume], "name")
 
 
-def build(info: RuntimeInfo, config: StatusServerConfig | None) -> None:
+def build(info: RuntimeInfo, ctx: Context) -> None:
+    config = ctx.status_server
     if config is None:
         return
     info.config_maps.append({"apiVersion": "v1", "kind": "ConfigMap",

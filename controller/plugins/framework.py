@@ -1,0 +1,70 @@
+"""The plugin protocol (upstream `pkg/runtime/framework`, as module-level functions).
+
+A plugin is a module registered in `plugins.REGISTRY`. It defines any of the phases below, each with
+exactly the signature in `PHASES`, so `build.py`, admission and reconcile can loop over the registry
+without knowing which plugin does what. Phases run one after the other, each over the whole registry
+in registry order:
+
+- `validate(trainjob, runtime, old) -> list[FieldError]`: admission rules of the policy (CustomValidation);
+- `enforce_ml_policy(info, ctx)`: env, counts, volumes of the ML policy (EnforceMLPolicy);
+- `enforce_pod_group_policy(info, ctx)`: gang labels/annotations, priority (EnforcePodGroupPolicy);
+- `pre_build(info, ctx)`: pod counts are final here; endpoints go to `ctx.endpoints` (PodNetwork);
+- `build(info, ctx)`: append objects to `info.secrets`/`config_maps`/`pod_groups` or set `info.jobset`
+  (ComponentBuilder); objects are applied in that kind order, whatever the plugin order;
+- `owned_objects(trainjob, runtime) -> list[ObjectRef]`: what an earlier reconcile may have created
+  that the next build must see (to keep an immutable Secret, not re-apply a PodGroup or a running
+  JobSet); reconcile reads exactly these back (WatchExtension's role). `runtime` is the raw runtime
+  document the build will use (unvalidated: read it defensively).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from .trainjobstatus import StatusServerConfig
+
+KeyGenerator = Callable[[], tuple[bytes, bytes]]
+
+PHASES: dict[str, tuple[str, ...]] = {
+    "validate": ("trainjob", "runtime", "old"),
+    "enforce_ml_policy": ("info", "ctx"),
+    "enforce_pod_group_policy": ("info", "ctx"),
+    "pre_build": ("info", "ctx"),
+    "build": ("info", "ctx"),
+    "owned_objects": ("trainjob", "runtime"),
+}
+BUILD_PHASES = ("enforce_ml_policy", "enforce_pod_group_policy", "pre_build", "build")
+
+
+@dataclass
+class Context:
+    """What one build shares beyond the RuntimeInfo: its I/O-free inputs and the endpoints pre_build found."""
+
+    key_generator: KeyGenerator | None = None  # (private PEM, authorized_keys line) for the MPI Secret
+    status_server: StatusServerConfig | None = None  # set when the TrainJobStatus feature gate is on
+    endpoints: dict[str, list[str]] = field(default_factory=dict)  # pod set -> pod hostnames
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """One object in the TrainJob's namespace, as reconcile GETs it."""
+
+    api_version: str
+    kind: str
+    name: str
+
+
+def phases_of(plugin: ModuleType) -> list[str]:
+    return [phase for phase in PHASES if callable(getattr(plugin, phase, None))]
+
+
+def run(plugins: Iterable[ModuleType], phase: str, *args) -> list:
+    """Call `phase` on every plugin defining it, in order; the results in a list (None for None-returning phases)."""
+    return [getattr(plugin, phase)(*args) for plugin in plugins if callable(getattr(plugin, phase, None))]
+
+
+def plugin_name(plugin: ModuleType) -> str:
+    return plugin.__name__.rpartition(".")[2]

@@ -1,0 +1,75 @@
+"""Building blocks of admission shared by the runtime and TrainJob checks and the plugins' `validate` phase.
+
+`Result` is what admission returns; the helpers build FieldErrors with upstream's wording and read the
+replicated jobs of a (loaded) runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import k8s
+from .errors import ControllerError
+from .schema import FieldError
+
+
+@dataclass
+class Result:
+    """Warnings (admission still passes) and errors (rejected)."""
+
+    warnings: list[str] = field(default_factory=list)
+    errors: list[FieldError] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+    def message(self) -> str:
+        """Errors as the API server aggregates them: one error bare, several in brackets."""
+        texts = [str(e) for e in self.errors]
+        return texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+
+
+def invalid(path: str, value, message: str) -> FieldError:
+    return FieldError(path, "Invalid", message, value)
+
+
+def forbidden(path: str, message: str) -> FieldError:
+    return FieldError(path, "Forbidden", message)
+
+
+def input_error(err: ControllerError) -> FieldError:
+    return FieldError(err.field or "document", "Invalid", err.message)
+
+
+def strip_dot(error: FieldError) -> FieldError:
+    """Schema paths start with '.'; the API server prints them without."""
+    return FieldError(error.field.lstrip("."), error.kind, error.message.replace(error.field, error.field.lstrip(".")),
+                      error.value)
+
+
+def ml_policy(runtime: dict) -> dict:
+    """`spec.mlPolicy` of a loaded runtime ({} without one)."""
+    return (runtime.get("spec") or {}).get("mlPolicy") or {}
+
+
+def runtime_jobs(runtime: dict) -> list[dict]:
+    jobs = k8s.mapping(k8s.mapping(k8s.mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
+    return [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+
+
+def job_containers(runtime: dict) -> dict[str, set]:
+    """Replicated job name -> names of its containers and init containers."""
+    return {j.get("name"): {c.get("name") for c in k8s.containers(j) + k8s.containers(j, init=True)}
+            for j in runtime_jobs(runtime)}
+
+
+def reserved_env_errors(trainer: dict, reserved: Iterable[str]) -> list[FieldError]:
+    """Upstream's one error listing every reserved env var the TrainJob sets."""
+    names = [e.get("name") for e in trainer.get("env") or []]
+    bad = [n for n in names if n in set(reserved)]
+    if not bad:
+        return []
+    return [invalid("spec.trainer.env", trainer.get("env"),
+                    f"must not have reserved envs, invalid envs configured: [{' '.join(bad)}]")]
