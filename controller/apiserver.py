@@ -92,11 +92,24 @@ def _apply_body(obj: dict) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
+class NotLeader(Exception):
+    """A write refused before it left the process: this replica no longer holds the lease."""
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class ApiServer:
     """Dict-in, dict-out access to the API server."""
 
-    def __init__(self, api_client: client.ApiClient):
+    def __init__(self, api_client: client.ApiClient, may_write=None):
         self.api_client = api_client
+        self.may_write = may_write  # None: unguarded; else a predicate checked before every write
+
+    def guarded(self, may_write) -> "ApiServer":
+        """The same connection, refusing writes while `may_write()` is false (fencing for reconcile
+        work that was in flight when the process was paused past its lease: it must not land)."""
+        return ApiServer(self.api_client, may_write)
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, qps_pool: int = 16) -> "ApiServer":
@@ -113,6 +126,8 @@ class ApiServer:
         return cls(api_client)
 
     def _call(self, method: str, path: str, body=None, query=None, content_type: str = "application/json"):
+        if self.may_write is not None and method in WRITE_METHODS and not self.may_write():
+            raise NotLeader(f"{method} {path} refused: this replica no longer holds the leader lease")
         headers = {"Accept": "application/json", "Content-Type": content_type}
         response = self.api_client.call_api(
             path, method, query_params=list((query or {}).items()), header_params=headers, body=body,

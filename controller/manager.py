@@ -18,7 +18,7 @@ from typing import Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from .apiserver import RESOURCES, ApiServer, Resource
+from .apiserver import RESOURCES, ApiServer, NotLeader, Resource
 from .errors import ControllerError
 from .leader import LeaderElector
 from .plugins.trainjobstatus import StatusServerConfig
@@ -134,6 +134,8 @@ class Manager:
         self.queue = WorkQueue()
         self.stop = threading.Event()
         self.elector = LeaderElector(api, settings.lease_namespace) if settings.leader_elect else None
+        # Reconciles write through a fenced view: one paused mid-reconcile past the lease writes nothing.
+        self.work_api = api.guarded(self.elector.holds_lease) if self.elector else api
         relisted = lambda resource, cause: self.metrics.relists.labels(resource, cause).inc()  # noqa: E731
         self.informers = [
             Informer(api, RESOURCES["TrainJob"], self._on_trainjob, settings.resync_seconds, relisted),
@@ -160,7 +162,10 @@ class Manager:
             return
         started = time.monotonic()
         try:
-            outcome = reconcile(self.api, namespace, name, self.settings.status_server)
+            outcome = reconcile(self.work_api, namespace, name, self.settings.status_server)
+        except NotLeader as exc:
+            log.warning(json.dumps({"msg": "reconcile abandoned", "trainjob": f"{namespace}/{name}", "error": str(exc)}))
+            self.queue.add_after(key, self.elector.retry_seconds if self.elector else 1.0)
         except ControllerError as exc:
             self.metrics.reconciles.labels("error").inc()
             log.warning(json.dumps({"msg": "reconcile failed", "trainjob": f"{namespace}/{name}", "error": str(exc)}))

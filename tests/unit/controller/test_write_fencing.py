@@ -1,0 +1,44 @@
+"""A replica that lost its lease while paused mid-reconcile must not write: the fenced ApiServer view
+refuses writes before they leave the process, and still reads (the reliability suite shows it live)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from trainyard.controller.apiserver import RESOURCES, ApiServer, NotLeader
+
+TRAINJOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": "ns"}, "spec": {}}
+
+
+def unreachable_api() -> ApiServer:
+    """An API server address nothing listens on: any request that is sent fails with a connection error."""
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    configuration.retries = False
+    return ApiServer(client.ApiClient(configuration))
+
+
+@pytest.mark.parametrize("write", [
+    lambda api: api.apply(TRAINJOB),
+    lambda api: api.create(TRAINJOB),
+    lambda api: api.apply_status(TRAINJOB, "m"),
+    lambda api: api.patch_status(RESOURCES["TrainJob"], "tj", "ns", {}),
+    lambda api: api.delete(RESOURCES["JobSet"], "tj", "ns"),
+], ids=["apply", "create", "apply_status", "patch_status", "delete"])
+def test_fenced_view_refuses_every_write_without_sending_it(write):
+    with pytest.raises(NotLeader, match="no longer holds the leader lease"):
+        write(unreachable_api().guarded(lambda: False))
+
+
+def test_fenced_view_sends_reads_and_writes_while_the_lease_is_held():
+    holding = unreachable_api().guarded(lambda: True)
+    for request in (lambda: holding.get(RESOURCES["TrainJob"], "tj", "ns"), lambda: holding.apply(TRAINJOB)):
+        with pytest.raises(Exception) as raised:  # sent: the empty port refuses the connection
+            request()
+        assert not isinstance(raised.value, NotLeader)
+    lost = unreachable_api().guarded(lambda: False)
+    with pytest.raises(Exception) as read:
+        lost.get(RESOURCES["TrainJob"], "tj", "ns")
+    assert not isinstance(read.value, NotLeader), "reads are not fenced"
