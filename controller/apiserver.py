@@ -14,6 +14,8 @@ from typing import Iterator
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from .ratelimit import TokenBucket
+
 FIELD_MANAGER = "trainer"
 
 
@@ -102,17 +104,19 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 class ApiServer:
     """Dict-in, dict-out access to the API server."""
 
-    def __init__(self, api_client: client.ApiClient, may_write=None):
+    def __init__(self, api_client: client.ApiClient, may_write=None, limiter: TokenBucket | None = None):
         self.api_client = api_client
         self.may_write = may_write  # None: unguarded; else a predicate checked before every write
+        self.limiter = limiter  # client-side qps/burst shared by every request of the process
 
     def guarded(self, may_write) -> "ApiServer":
         """The same connection, refusing writes while `may_write()` is false (fencing for reconcile
         work that was in flight when the process was paused past its lease: it must not land)."""
-        return ApiServer(self.api_client, may_write)
+        return ApiServer(self.api_client, may_write, self.limiter)
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: str | None = None, qps_pool: int = 16) -> "ApiServer":
+    def from_kubeconfig(cls, kubeconfig: str | None = None, connections: int = 16,
+                        limiter: TokenBucket | None = None) -> "ApiServer":
         if kubeconfig:
             api_client = config.new_client_from_config(config_file=kubeconfig)
         else:
@@ -121,13 +125,15 @@ class ApiServer:
             except config.ConfigException:
                 config.load_kube_config()
             api_client = client.ApiClient()
-        api_client.configuration.connection_pool_maxsize = qps_pool
-        api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = qps_pool
-        return cls(api_client)
+        api_client.configuration.connection_pool_maxsize = connections
+        api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = connections
+        return cls(api_client, limiter=limiter)
 
     def _call(self, method: str, path: str, body=None, query=None, content_type: str = "application/json"):
         if self.may_write is not None and method in WRITE_METHODS and not self.may_write():
             raise NotLeader(f"{method} {path} refused: this replica no longer holds the leader lease")
+        if self.limiter:
+            self.limiter.acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         response = self.api_client.call_api(
             path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
@@ -190,6 +196,8 @@ class ApiServer:
         query = {"watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "true"}
         if resource_version:
             query["resourceVersion"] = resource_version
+        if self.limiter:
+            self.limiter.acquire()
         response = self.api_client.call_api(
             resource.path(), "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,

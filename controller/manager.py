@@ -18,7 +18,8 @@ from typing import Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from .apiserver import RESOURCES, ApiServer, NotLeader, Resource
+from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader, Resource
+from .cache import CachedReads, Store
 from .errors import ControllerError
 from .leader import LeaderElector
 from .plugins.trainjobstatus import StatusServerConfig
@@ -26,6 +27,14 @@ from .reconciler import owner_trainjob, reconcile
 from .workqueue import WorkQueue
 
 log = logging.getLogger("trainyard.controller")
+
+
+def _ignore(_event: str, _obj: dict) -> None:
+    """Cached for reads only: a change of these starts no reconcile (as upstream)."""
+
+
+def is_controlled_by_a_trainjob(obj: dict) -> bool:
+    return owner_trainjob(obj) is not None
 
 Key = tuple[str, str]
 
@@ -66,23 +75,34 @@ class Informer:
 
     def __init__(self, api: ApiServer, resource: Resource, on_event: Callable[[str, dict], None],
                  resync_seconds: int, on_relist: Callable[[str, str], None] = lambda resource, cause: None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, store: Store | None = None):
         self.api, self.resource, self.on_event = api, resource, on_event
         self.resync_seconds = resync_seconds
         self.on_relist = on_relist
         self.clock = clock
-        self.synced = threading.Event()
+        self.store = store if store is not None else Store(resource)
+        self.synced = self.store.synced
+        self.forbidden = False
 
-    def _emit(self, event_type: str, obj: dict) -> None:
+    def _typed(self, obj: dict) -> dict:
         obj.setdefault("kind", self.resource.kind)
         obj.setdefault("apiVersion", self.resource.api_version)
+        return obj
+
+    def _emit(self, event_type: str, obj: dict) -> None:
+        """Store first, then notify: a reconcile the event triggers reads at least this version."""
+        if event_type == "DELETED":
+            self.store.remove(obj)
+        else:
+            self.store.put(obj)
         self.on_event(event_type, obj)
 
     def _list(self) -> str | None:
         listing = self.api.list(self.resource)
-        for item in listing.get("items", []):
-            self._emit("ADDED", item)
-        self.synced.set()
+        items = [self._typed(item) for item in listing.get("items", [])]
+        self.store.replace(items)
+        for item in items:
+            self.on_event("ADDED", item)
         return listing["metadata"].get("resourceVersion")
 
     def _watch(self, version: str | None, stop: threading.Event) -> tuple[str | None, bool]:
@@ -96,7 +116,7 @@ class Informer:
                 return version, True
             version = (obj.get("metadata") or {}).get("resourceVersion") or version
             if event_type != "BOOKMARK":
-                self._emit(event_type, obj)
+                self._emit(event_type, self._typed(obj))
         return version, False
 
     def run(self, stop: threading.Event) -> None:
@@ -113,12 +133,17 @@ class Informer:
                 elif self.clock() - listed_at >= self.resync_seconds:
                     cause = "resync"
             except ApiException as exc:
-                if exc.status == 404:  # CRD not installed (e.g. no coscheduling): check again later
-                    self.synced.set()
+                if exc.status == 404:  # CRD not installed (e.g. no coscheduling): none exist; check again later
+                    self.store.replace([])
                     cause = cause or "initial"
                     stop.wait(30)
                 elif exc.status == 410:
                     cause = "expired"
+                elif exc.status == 403:  # not granted list/watch: reads of this kind go to the API server
+                    if not self.forbidden:
+                        log.warning("cannot watch %s (forbidden): reading them with GETs", self.resource.plural)
+                    self.forbidden = True
+                    stop.wait(60)
                 else:
                     log.warning("watch %s: %s", self.resource.plural, exc.reason)
                     stop.wait(1)
@@ -134,14 +159,20 @@ class Manager:
         self.queue = WorkQueue()
         self.stop = threading.Event()
         self.elector = LeaderElector(api, settings.lease_namespace) if settings.leader_elect else None
-        # Reconciles write through a fenced view: one paused mid-reconcile past the lease writes nothing.
-        self.work_api = api.guarded(self.elector.holds_lease) if self.elector else api
         relisted = lambda resource, cause: self.metrics.relists.labels(resource, cause).inc()  # noqa: E731
-        self.informers = [
-            Informer(api, RESOURCES["TrainJob"], self._on_trainjob, settings.resync_seconds, relisted),
-            *[Informer(api, RESOURCES[kind], self._on_owned, settings.resync_seconds, relisted)
-              for kind in ("JobSet", "PodGroup", "ConfigMap", "Secret")],
-        ]
+        watched = [(RESOURCES["TrainJob"], self._on_trainjob, Store(RESOURCES["TrainJob"]))]
+        watched += [(resource, self._on_owned, Store(resource)) for resource in
+                    (RESOURCES["JobSet"], RESOURCES["PodGroup"], COSCHEDULING_PODGROUP)]
+        watched += [(resource, self._on_owned, Store(resource, keep=is_controlled_by_a_trainjob)) for resource in
+                    (RESOURCES["ConfigMap"], RESOURCES["Secret"])]
+        watched += [(RESOURCES[kind], _ignore, Store(RESOURCES[kind]))
+                    for kind in ("TrainingRuntime", "ClusterTrainingRuntime", "Queue", "Namespace")]
+        self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
+                          for resource, handler, store in watched]
+        reads = CachedReads(api, {informer.resource: informer.store for informer in self.informers})
+        # Reconciles read from the informers' stores and write through a fenced view: one paused
+        # mid-reconcile past the lease writes nothing.
+        self.work_api = reads.guarded(self.elector.holds_lease) if self.elector else reads
 
     # event handlers -------------------------------------------------------
     def _on_trainjob(self, _event: str, obj: dict) -> None:
@@ -202,7 +233,7 @@ class Manager:
 
     # lifecycle ------------------------------------------------------------
     def ready(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        return all(i.synced.is_set() or i.forbidden for i in self.informers)
 
     def run(self) -> None:
         """Block until stopped (or the lease is lost, which ends the process like upstream)."""

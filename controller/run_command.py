@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from .feature_gates import TRAINJOB_STATUS, parse_feature_gates
+from .ratelimit import UPSTREAM_BURST, UPSTREAM_QPS, client_limiter
 
 controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
                              no_args_is_help=True)
@@ -47,6 +48,10 @@ def run(
     status_address: str = typer.Option("0.0.0.0:10443", help="host:port of the status server (TrainJobStatus)."),
     status_url: Optional[str] = typer.Option(None, help="https://host:port pods use to reach the status server "
                                              "(TrainJobStatus; e.g. https://<service>.<namespace>.svc:10443)."),
+    kube_api_qps: float = typer.Option(UPSTREAM_QPS, help="Client-side requests per second to the API server "
+                                       "(upstream's clientConnection.qps default); negative: no limit."),
+    kube_api_burst: int = typer.Option(UPSTREAM_BURST, help="Requests allowed above the qps after a quiet spell "
+                                       "(upstream's clientConnection.burst default)."),
     log_level: str = typer.Option("info"),
 ) -> None:
     """Run the controller until SIGTERM."""
@@ -65,7 +70,11 @@ def run(
     from .apiserver import ApiServer
     from .manager import Manager, Settings
 
-    api = ApiServer.from_kubeconfig(kubeconfig, qps_pool=max(16, workers * 2))
+    if kube_api_qps == 0 or kube_api_burst < 1:
+        typer.echo("error: --kube-api-qps must be > 0 (or negative for no limit) and --kube-api-burst >= 1", err=True)
+        raise typer.Exit(2)
+    api = ApiServer.from_kubeconfig(kubeconfig, connections=max(16, workers * 2),
+                                    limiter=client_limiter(kube_api_qps, kube_api_burst))
     status_server = None
     if gates.get(TRAINJOB_STATUS):
         from .plugins.trainjobstatus import StatusServerConfig

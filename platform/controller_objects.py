@@ -32,7 +32,7 @@ def controller_cluster_rules() -> list[dict]:
         {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": MANAGE},
         # Tenant defaults and admission read the TrainJob's namespace (queue label, granted priority classes);
         # the quota check lists its ResourceQuotas so a gang beyond quota is reported on the TrainJob.
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},  # tenant defaults, from an informer
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},

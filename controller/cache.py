@@ -1,0 +1,115 @@
+"""Informer stores and the cached read view reconcile uses (controller-runtime's cache-backed client).
+
+Every reconcile used to GET the TrainJob, its runtime, the snapshot and each possible child, several
+times per TrainJob as its children's events came back. Upstream reads all of these from its informers'
+caches; so does trainyard now: the informers the manager runs anyway keep a `Store`, and
+`CachedReads.get` answers from it once that informer has listed. ResourceQuotas (listed only when a
+JobSet is about to be created) and kinds the controller may not watch still go to the API server.
+
+Stores hold only what reconcile can ask for: ConfigMaps and Secrets are watched cluster-wide (there is
+no label to select the controller's own: their shape must stay upstream's), but only those a TrainJob
+controls are kept, so memory follows the number of TrainJobs, not the cluster's ConfigMaps.
+Writes go through to the API server and their responses are put in the store (read-your-writes), so
+the next reconcile does not rebuild an immutable Secret it has just created before its watch event lands.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Callable
+
+from .apiserver import ApiServer, Resource, resource_for
+
+Key = tuple[str, str]
+
+
+def _key(obj: dict) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+class Store:
+    """The objects of one kind as last seen, by (namespace, name); `keep` decides which are worth holding."""
+
+    def __init__(self, resource: Resource, keep: Callable[[dict], bool] = lambda obj: True):
+        self.resource, self.keep = resource, keep
+        self.objects: dict[Key, dict] = {}
+        self.synced = threading.Event()
+        self.lock = threading.Lock()
+
+    def replace(self, objects: list[dict]) -> None:
+        """A (re)list: exactly these exist now, whatever was stored before."""
+        with self.lock:
+            self.objects = {_key(obj): obj for obj in objects if self.keep(obj)}
+        self.synced.set()
+
+    def put(self, obj: dict) -> None:
+        with self.lock:
+            if self.keep(obj):
+                self.objects[_key(obj)] = obj
+            else:
+                self.objects.pop(_key(obj), None)
+
+    def remove(self, obj: dict) -> None:
+        with self.lock:
+            self.objects.pop(_key(obj), None)
+
+    def get(self, name: str, namespace: str | None) -> dict | None:
+        """A copy (callers mutate what they read), or None."""
+        with self.lock:
+            found = self.objects.get((namespace or "", name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+
+class CachedReads:
+    """`ApiServer`'s interface with `get` served from synced stores; everything else goes to `api`."""
+
+    def __init__(self, api: ApiServer, stores: dict[Resource, Store]):
+        self.api, self.stores = api, stores
+
+    def __getattr__(self, name: str):
+        return getattr(self.api, name)
+
+    def guarded(self, may_write) -> "CachedReads":
+        return CachedReads(self.api.guarded(may_write), self.stores)
+
+    def _store(self, resource: Resource) -> Store | None:
+        store = self.stores.get(resource)
+        return store if store is not None and store.synced.is_set() else None
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict | None:
+        store = self._store(resource)
+        if store is None:
+            return self.api.get(resource, name, namespace)
+        obj = store.get(name, namespace)
+        if obj is not None:
+            obj.setdefault("apiVersion", resource.api_version)
+            obj.setdefault("kind", resource.kind)
+        return obj
+
+    def apply(self, obj: dict, *args, **kwargs) -> dict:
+        applied = self.api.apply(obj, *args, **kwargs)
+        resource = resource_for(obj)
+        store = self.stores.get(resource)
+        if store is not None and isinstance(applied, dict):
+            applied.setdefault("apiVersion", resource.api_version)
+            applied.setdefault("kind", resource.kind)
+            store.put(applied)
+        return applied
+
+    def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:
+        patched = self.api.patch_status(resource, name, namespace, status)
+        store = self.stores.get(resource)
+        if store is not None and isinstance(patched, dict):
+            store.put(patched)
+        return patched
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None, *args, **kwargs) -> None:
+        self.api.delete(resource, name, namespace, *args, **kwargs)
+        store = self.stores.get(resource)
+        if store is not None:
+            store.remove({"metadata": {"name": name, "namespace": namespace}})

@@ -1,0 +1,115 @@
+"""Reconcile reads from the informers' stores (as upstream reads its cache): a second reconcile of an
+unchanged TrainJob costs no GET of anything the informers hold, and stores follow list, watch and writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainyard.controller.apiserver import RESOURCES
+from trainyard.controller.cache import CachedReads, Store
+from trainyard.controller.manager import Informer, is_controlled_by_a_trainjob
+from trainyard.controller.reconciler import reconcile
+
+from ctl_builders import runtime, trainjob
+from fake_apiserver import FakeApiServer
+
+CACHED_KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "JobSet", "PodGroup", "ConfigMap",
+                "Secret", "Queue", "Namespace")
+OWNER = [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "controller": True}]
+
+
+def config_map(name: str, owned: bool) -> dict:
+    meta = {"name": name, "namespace": "ns", **({"ownerReferences": OWNER} if owned else {})}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+
+
+def cached(api: FakeApiServer) -> CachedReads:
+    """The stores a manager's informers would hold after listing `api`'s objects."""
+    stores = {}
+    for kind in CACHED_KINDS:
+        resource = RESOURCES[kind]
+        store = Store(resource, keep=is_controlled_by_a_trainjob if kind in ("ConfigMap", "Secret") else lambda o: True)
+        store.replace([o for o in api.objects.values() if o["kind"] == kind and
+                       o["apiVersion"] == resource.api_version])
+        stores[resource] = store
+    return CachedReads(api, stores)
+
+
+def test_a_reconcile_after_the_first_reads_only_what_no_informer_holds():
+    tj = trainjob(runtime_name="rt", kind="TrainingRuntime")
+    api = FakeApiServer(tj, runtime(ml={"torch": {}}, pod_group={"volcano": {}}, name="rt", kind="TrainingRuntime"),
+                        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}})
+    reads = cached(api)
+    reconcile(reads, "ns", "tj")
+    applied = api.verbs("apply")
+    assert "JobSet/tj" in applied and "PodGroup/tj" in applied
+    api.calls.clear()
+    reconcile(reads, "ns", "tj")  # the stores saw the first reconcile's writes (read-your-writes)
+    assert api.verbs("get") == [], "every read came from a store"
+    assert "JobSet/tj" not in api.verbs("apply"), "the existing JobSet comes from the store: not re-applied"
+
+
+def test_reads_fall_back_to_the_api_server_until_the_informer_has_listed():
+    api = FakeApiServer(config_map("cm", owned=True))
+    store = Store(RESOURCES["ConfigMap"])
+    reads = CachedReads(api, {RESOURCES["ConfigMap"]: store})
+    assert reads.get(RESOURCES["ConfigMap"], "cm", "ns")["metadata"]["name"] == "cm"
+    assert api.verbs("get") == ["ConfigMap/cm"]
+    store.replace([])
+    assert reads.get(RESOURCES["ConfigMap"], "cm", "ns") is None, "synced: the store is the truth"
+    assert api.verbs("get") == ["ConfigMap/cm"]
+
+
+def test_stores_keep_only_configmaps_and_secrets_a_trainjob_controls_and_hand_out_copies():
+    store = Store(RESOURCES["ConfigMap"], keep=is_controlled_by_a_trainjob)
+    store.replace([config_map("mine", owned=True), config_map("kube-root-ca.crt", owned=False)])
+    assert len(store) == 1
+    copy = store.get("mine", "ns")
+    copy["metadata"]["name"] = "changed"
+    assert store.get("mine", "ns")["metadata"]["name"] == "mine"
+
+
+class ListThenWatch:
+    """An API that lists `items` and then streams `events` on the watch."""
+
+    def __init__(self, items, events):
+        self.items, self.events = items, events
+
+    def list(self, resource):
+        return {"items": list(self.items), "metadata": {"resourceVersion": "10"}}
+
+    def watch(self, resource, version, timeout):
+        yield from self.events
+
+
+@pytest.mark.parametrize("events,expected", [
+    ([], {"a", "b"}),
+    ([("ADDED", config_map("c", True))], {"a", "b", "c"}),
+    ([("DELETED", config_map("a", True))], {"b"}),
+    ([("MODIFIED", config_map("b", False))], {"a"}),  # no longer controlled: dropped
+    ([("BOOKMARK", {"metadata": {"resourceVersion": "12"}})], {"a", "b"}),
+])
+def test_informer_store_follows_list_then_watch_and_is_filled_before_handlers_run(events, expected):
+    seen_in_store = []
+    store = Store(RESOURCES["ConfigMap"], keep=is_controlled_by_a_trainjob)
+    informer = Informer(ListThenWatch([config_map("a", True), config_map("b", True)], events), RESOURCES["ConfigMap"],
+                        lambda _t, obj: seen_in_store.append(store.get(obj["metadata"]["name"], "ns") is not None
+                                                             or _t == "DELETED" or not is_controlled_by_a_trainjob(obj)),
+                        resync_seconds=300, store=store)
+    informer._list()
+    informer._watch("10", stop=_NeverStop())
+    assert {name for _, name in store.objects} == expected
+    assert all(seen_in_store) and informer.synced.is_set()
+
+
+def test_a_relist_forgets_objects_deleted_while_the_watch_was_away():
+    store = Store(RESOURCES["ConfigMap"])
+    store.replace([config_map("gone", True), config_map("kept", True)])
+    Informer(ListThenWatch([config_map("kept", True)], []), RESOURCES["ConfigMap"], lambda *_: None, 300,
+             store=store)._list()
+    assert {name for _, name in store.objects} == {"kept"}
+
+
+class _NeverStop:
+    def is_set(self) -> bool:
+        return False
