@@ -14,6 +14,7 @@ from typing import ClassVar
 from pathlib import Path
 
 from trainyard.controller.feature_gates import parse_feature_gates
+from trainyard.controller.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RACK_LABEL = "trainyard.dev/rack"
@@ -23,6 +24,7 @@ SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
 # Which TrainJob controller a local cluster runs: trainyard's, or Kubeflow Trainer's own (the oracle).
 TRAINJOB_CONTROLLERS = ("trainyard", "upstream")
+UNREACHED_QPS = 100000  # "no client limit" for upstream's manager, whose configuration has no such value
 # How the cluster runs: kwok (the default, no container engine needed) or kind.
 PROVIDERS = ("kwok", "kind")
 
@@ -66,6 +68,9 @@ class ClusterSpec:
     # The local platform tries alpha features upstream ships off: training code can report progress.
     feature_gates: str = "TrainJobStatus=true"
     trainjob_controller: str = "trainyard"
+    # Client-side API limits of the TrainJob controller, either one: upstream's defaults; negative qps: none.
+    controller_qps: float = UPSTREAM_QPS
+    controller_burst: int = UPSTREAM_BURST
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -241,6 +246,9 @@ def trainer_config(spec: ClusterSpec) -> dict:
         "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.port('controller_health')}"},
         "statusServer": {"port": ports.port("controller_status")},
         "featureGates": trainer_feature_gates(spec),
+        # Upstream validates qps >= 0 and has no "off": a limit no run reaches stands for none.
+        "clientConnection": {"qps": spec.controller_qps if spec.controller_qps >= 0 else UNREACHED_QPS,
+                             "burst": spec.controller_burst if spec.controller_qps >= 0 else UNREACHED_QPS},
     }
 
 
