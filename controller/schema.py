@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-_MISSING = object()
+from trainyard.problems import MISSING as _MISSING
+from trainyard.problems import FieldError, render_value as _render
 
 
 @dataclass(frozen=True)
@@ -27,36 +28,6 @@ class Rule:
 
     def to_openapi(self) -> dict:
         return {"rule": self.rule, "message": self.message}
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """A validation failure at a field path, rendered like the API server does."""
-
-    field: str
-    kind: str  # Invalid | Required | Unsupported value | Forbidden | Too many | Too long | Not found
-    message: str
-    value: Any = _MISSING
-
-    def __str__(self) -> str:
-        if self.kind in ("Required", "Forbidden"):
-            return f"{self.field}: {self.kind} value: {self.message}" if self.kind == "Required" else f"{self.field}: Forbidden: {self.message}"
-        if self.value is _MISSING:
-            return f"{self.field}: {self.kind}: {self.message}"
-        label = self.kind if self.kind.endswith("value") else f"{self.kind} value"
-        return f"{self.field}: {label}: {_render(self.value)}: {self.message}"
-
-
-def _render(value: Any) -> str:
-    if value is None:
-        return '"null"'  # Go renders a nil bad value as the string "null"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (dict, list)):
-        return "{...}" if isinstance(value, dict) else "[...]"
-    return str(value)
 
 
 # ---- builders -----------------------------------------------------------------------------------

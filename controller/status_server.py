@@ -21,6 +21,8 @@ from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from trainyard.errors import TrainyardError
+
 from . import constants as C
 from .https_server import serve_https
 from .plugins.trainjobstatus import token_audience
@@ -34,7 +36,7 @@ _SERVICE_ACCOUNT = re.compile(r"^system:serviceaccount:([^:]+):[^:]+$")
 _INT32 = (-(2**31), 2**31 - 1)
 
 
-class InvalidPayload(ValueError):
+class InvalidPayload(TrainyardError, ValueError):
     pass
 
 

@@ -16,13 +16,14 @@ import yaml
 from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.errors import TrainyardError
 from trainyard.paths import cache_dir
 from trainyard.toolchain.versions import tool
 
 REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(TrainyardError, RuntimeError):
     """A problem the user can fix; the message says how."""
 
 
