@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from trainyard.k8s import RACK_LABEL
+
 API_VERSION = "topology.volcano.sh/v1alpha1"
 RACK_TIER, SPINE_TIER = 1, 2
 
@@ -24,7 +26,7 @@ class RackSpec:
 
 @dataclass(frozen=True)
 class TopologySpec:
-    rack_label: str = "trainyard.dev/rack"
+    rack_label: str = RACK_LABEL
     racks: tuple[RackSpec, ...] = field(default_factory=tuple)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from trainyard.k8s import GPU_RESOURCE
 from trainyard.platform.problems import ConfigProblem
 from trainyard.platform.stack_fields import DERIVED
 
@@ -30,7 +31,7 @@ class SchedulerSettings:
 
     profile: str = "gang"
     queue_plugin: str = "proportion"
-    gpu_resource: str = field(default="nvidia.com/gpu", metadata=DERIVED)
+    gpu_resource: str = field(default=GPU_RESOURCE, metadata=DERIVED)
     binpack_weight: int = 10
     gpu_binpack_weight: int = 10
     topology_weight: int = 10

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from trainyard.k8s import TRAINER_GROUP as GROUP
+from trainyard.k8s import VOLCANO_GROUP, jobset_jobs
 from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes.lock import catalog_drift
 from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding
@@ -23,7 +25,6 @@ from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
 from trainyard.runtimes.rules import CATALOG_RULES, Problem, check_sdk_describable, replicated_jobs
 from trainyard.runtimes.schema import validate
 
-GROUP = "trainer.kubeflow.org"
 TENANT_KIND = "TrainingRuntime"
 LINT_TENANT = CatalogTenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
 
@@ -125,10 +126,10 @@ def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = Non
     if len(jobsets) != 1:
         return [(f"sample TrainJob built {len(jobsets)} JobSets, expected 1", fix)]
     want = [job.get("name") for job in replicated_jobs(runtime)]
-    got = [job.get("name") for job in (jobsets[0].get("spec") or {}).get("replicatedJobs") or []]
+    got = [job.get("name") for job in jobset_jobs(jobsets[0].get("spec"))]
     problems = [] if got == want else [(f"built JobSet has jobs {got}, runtime has {want}", fix)]
     if queue is not None:
-        groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).startswith("scheduling.volcano.sh")]
+        groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).partition("/")[0] == VOLCANO_GROUP]
         if not groups or (groups[0].get("spec") or {}).get("queue") != queue:
             problems.append((f"tenant form did not build a Volcano PodGroup in queue {queue!r}", "keep podGroupPolicy Volcano-compatible"))
     return problems

@@ -8,8 +8,9 @@ problems for ``lint`` to place in a file and release.
 from __future__ import annotations
 
 import re
-from typing import Iterator
 
+from trainyard.k8s import GPU_RESOURCE, job_containers
+from trainyard.k8s import runtime_jobs as replicated_jobs
 from trainyard.runtimes import labels
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -18,18 +19,8 @@ Problem = tuple[str, str]
 """(message, fix) for one runtime; lint adds file, runtime and release."""
 
 
-def replicated_jobs(runtime: dict) -> list[dict]:
-    return ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []
-
-
-def _pod_spec(job: dict) -> dict:
-    return ((job.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
-
-
-def _containers(job: dict) -> Iterator[dict]:
-    pod = _pod_spec(job)
-    yield from pod.get("initContainers") or []
-    yield from pod.get("containers") or []
+def _containers(job: dict) -> list[dict]:
+    return job_containers(job, init=True) + job_containers(job)
 
 
 def check_framework_label(runtime: dict) -> list[Problem]:
@@ -97,7 +88,7 @@ def check_ancestor_labels(runtime: dict) -> list[Problem]:
 
 # Limit keys from which the Kubeflow SDK (0.5, `get_container_devices`) describes a runtime's device;
 # limits naming none of them make `TrainerClient.list_runtimes()` fail for the whole namespace.
-SDK_DEVICE_LIMITS = ("nvidia.com/gpu", "google.com/tpu", "huawei.com/Ascend910", "cpu")
+SDK_DEVICE_LIMITS = (GPU_RESOURCE, "google.com/tpu", "huawei.com/Ascend910", "cpu")
 SDK_MIG_PREFIX = "nvidia.com/mig-"
 
 
@@ -105,7 +96,7 @@ def _sdk_trainer_container(runtime: dict) -> dict | None:
     """The container the SDK reads: `node` in the first job carrying any ancestor label."""
     for job in replicated_jobs(runtime):
         if labels.ANCESTOR_STEP in (((job.get("template") or {}).get("metadata") or {}).get("labels") or {}):
-            for container in _pod_spec(job).get("containers") or []:
+            for container in job_containers(job):
                 if container.get("name") == "node":
                     return container
     return None
