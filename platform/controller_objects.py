@@ -7,11 +7,12 @@ import base64
 
 from trainyard import k8s as K
 from trainyard.controller.webhook_server import webhook_configuration
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import ControllerSpec
 from trainyard.toolchain.versions import tool
 
 NAME = "trainyard-controller"
-PART_OF = {"app.kubernetes.io/part-of": "trainyard", "app.kubernetes.io/name": NAME}
+PART_OF = {**part_of_trainyard(), "app.kubernetes.io/name": NAME}
 CERT_SECRET = "trainyard-webhook-cert"
 READ = ["get", "list", "watch"]
 MANAGE = READ + ["create", "update", "patch", "delete"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from trainyard import k8s as K
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
 
@@ -77,7 +78,7 @@ def render_queue_guard_policy() -> dict:
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "metadata": {"name": POLICY_NAME, "labels": part_of_trainyard()},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": rules},

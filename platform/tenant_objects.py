@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from trainyard import k8s as K
 from trainyard.k8s import TENANT_LABEL
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
 from trainyard.queues.resources import GPU
 from trainyard.queues.volcano_queues import render_queue
 
 QUEUE_LABEL = K.NAMESPACE_QUEUE_LABEL
-PART_OF = {"app.kubernetes.io/part-of": "trainyard"}
+PART_OF = part_of_trainyard()
 TRAINJOB_COUNT = f"count/{K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP)}"
 
 

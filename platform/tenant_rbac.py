@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainyard.k8s import JOBSET_GROUP, JOBSETS, PODGROUPS, VOLCANO_GROUP
 from trainyard.k8s import TRAINER_GROUP as TRAINER
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import tenant_labels
 
@@ -63,7 +64,7 @@ def _binding(tenant: TenantSpec, role: str, groups: tuple[str, ...]) -> dict:
 def runtime_reader_cluster_role() -> dict:
     """Shared by all tenants: read ClusterTrainingRuntimes (cluster-scoped, so a ClusterRole is needed)."""
     return {"apiVersion": RBAC, "kind": "ClusterRole",
-            "metadata": {"name": RUNTIME_READER, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+            "metadata": {"name": RUNTIME_READER, "labels": part_of_trainyard()},
             "rules": [{"apiGroups": [TRAINER], "resources": ["clustertrainingruntimes"], "verbs": READ}]}
 
 

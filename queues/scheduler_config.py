@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from trainyard.k8s import GPU_RESOURCE
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.problems import ConfigProblem
 from trainyard.platform.stack_fields import DERIVED
 
@@ -119,6 +120,6 @@ def scheduler_configmap(settings: SchedulerSettings = SchedulerSettings()) -> di
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": CONFIGMAP_NAME, "namespace": CONFIGMAP_NAMESPACE,
-                     "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+                     "labels": part_of_trainyard()},
         "data": {CONFIGMAP_KEY: render(settings)},
     }

@@ -79,6 +79,12 @@ JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 GPU_RESOURCE = "nvidia.com/gpu"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 
+
+def part_of_trainyard() -> dict[str, str]:
+    """The label every object trainyard installs carries (a new dict each call; callers add to it)."""
+    return {PART_OF_LABEL: "trainyard"}
+
+
 # trainyard's platform layer.
 TRAINYARD_DOMAIN = "trainyard.dev"
 TENANT_LABEL = f"{TRAINYARD_DOMAIN}/tenant"

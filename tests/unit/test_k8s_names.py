@@ -41,7 +41,7 @@ def literal_spellings() -> list[str]:
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
                     text = node.value
                     spelled = any(name in re.sub(r"https://\S+", "", text) for name in SPELLED_ONCE)
-                    if spelled or text == k8s.GPU_RESOURCE:
+                    if spelled or text in (k8s.GPU_RESOURCE, k8s.PART_OF_LABEL):
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     return found
 
