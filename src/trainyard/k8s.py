@@ -193,6 +193,11 @@ def runtime_jobs(runtime: object) -> list[dict]:
     return jobset_jobs(mapping(mapping(mapping(runtime).get("spec")).get("template")).get("spec"))
 
 
+def find_job(jobset_spec: object, name: str) -> dict | None:
+    """The replicated job called `name` of a JobSet spec, or None."""
+    return next((j for j in jobset_jobs(jobset_spec) if j.get("name") == name), None)
+
+
 def job_labels(job: dict) -> dict:
     return mapping(mapping(mapping(job.get("template")).get("metadata")).get("labels"))
 
