@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from trainyard.k8s import REPLICATED_JOBS_PATH, ancestor_of, job_labels, mapping
-from trainyard.k8s import job_containers as containers
+from trainyard.k8s import REPLICATED_JOBS_PATH, ancestor_of, job_labels, mapping  # noqa: F401 (read by callers as k8s.*)
+from trainyard.k8s import job_containers as containers  # noqa: F401
 
 from . import constants as C
 from .errors import InputError

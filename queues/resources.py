@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from trainyard.k8s import GPU_RESOURCE as GPU
+from trainyard.k8s import GPU_RESOURCE as GPU  # noqa: F401 (resources.GPU)
 from trainyard.k8s import quantity_or_none as quantity
 
 
