@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from trainyard import k8s as K
 from trainyard.controller.admission import admission_review_response
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
@@ -71,8 +72,8 @@ NASTY = st.one_of(NASTY_TEXT, NASTY_NUMBERS, st.text(max_size=12), st.integers()
 QUANTITIES = st.one_of(st.sampled_from(["1", "2", "500m", "16Gi", "8", "0", "1.5", "8GB", "-2", "1e3", "1Ki", "NaN"]),
                        st.integers(-4, 16))
 RESOURCES = st.fixed_dictionaries({}, optional={
-    "requests": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "example.com/x"]), QUANTITIES, max_size=3),
-    "limits": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), QUANTITIES, max_size=3)})
+    "requests": st.dictionaries(st.sampled_from(["cpu", "memory", K.GPU_RESOURCE, "example.com/x"]), QUANTITIES, max_size=3),
+    "limits": st.dictionaries(st.sampled_from(["cpu", "memory", K.GPU_RESOURCE]), QUANTITIES, max_size=3)})
 ML = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     "numNodes": st.integers(-1, 4),
     "torch": st.fixed_dictionaries({}, optional={
@@ -88,7 +89,7 @@ JOB_NAMES = st.sampled_from(["node", "launcher", "dataset-initializer", "model-i
 
 
 def _job(name: str, ancestor: str | None, resources: dict, container: str) -> dict:
-    meta = {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}} if ancestor else {}
+    meta = {"labels": {K.LABEL_ANCESTOR: ancestor}} if ancestor else {}
     return {"name": name, "replicas": 1, "template": {"metadata": meta, "spec": {"template": {"spec": {
         "containers": [{"name": container, "image": "img", "resources": resources}]}}}}}
 
@@ -106,7 +107,7 @@ def runtimes(draw) -> dict:
         if value is not None:
             spec[key] = value
     meta = {"name": "rt", **({"namespace": "ns"} if kind == "TrainingRuntime" else {})}
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
+    return {"apiVersion": K.TRAINER_API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
 
 
 @st.composite
@@ -117,14 +118,14 @@ def trainjobs(draw, runtime_kind: str) -> dict:
         "command": st.sampled_from([["tune", "run"], ["torchrun", "train.py"], []]),
         "env": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["A", "PET_NNODES", ""]), "value": st.text(max_size=3)}),
                         max_size=2)}))
-    spec: dict = {"runtimeRef": {"name": "rt", "kind": runtime_kind, "apiGroup": "trainer.kubeflow.org"}}
+    spec: dict = {"runtimeRef": {"name": "rt", "kind": runtime_kind, "apiGroup": K.TRAINER_GROUP}}
     if trainer:
         spec["trainer"] = trainer
     if draw(st.booleans()):
         spec["initializer"] = {"dataset": {"storageUri": draw(st.sampled_from(["hf://x", "", "nope", "s3://b/k"]))}}
     if draw(st.booleans()):
         spec["suspend"] = draw(st.booleans())
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+    return {"apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob",
             "metadata": {"name": draw(st.sampled_from(["tj", "a" * 70, "TJ", "t\u00e9"])), "namespace": "ns", "uid": "u"},
             "spec": spec}
 
@@ -232,11 +233,11 @@ VALID_STACK = {
     "topology": {"racks": [{"name": "r1", "spine": "s1"}]},
     "scheduler": {"profile": "gang", "queuePlugin": "capacity"},
     "priorityClasses": [{"name": "train-default", "value": 1000}, {"name": "train-high", "value": 10000}],
-    "queues": [{"name": "org", "capability": {"nvidia.com/gpu": 32}}],
+    "queues": [{"name": "org", "capability": {K.GPU_RESOURCE: 32}}],
     "policies": {"podSecurity": "baseline"},
     "tenants": [
         {"name": "team-a", "namespace": "team-a", "catalogVersion": "1.1.0",
-         "queue": {"name": "team-a", "parent": "org", "capability": {"nvidia.com/gpu": 16}},
+         "queue": {"name": "team-a", "parent": "org", "capability": {K.GPU_RESOURCE: 16}},
          "defaultPriorityClass": "train-default", "priorityClasses": ["train-high"],
          "quota": {"cpu": 96, "memory": "512Gi", "gpu": 16}, "limits": {"defaultCpu": "1"},
          "groups": {"admins": ["a"], "users": ["u"]}, "networkPolicy": {"defaultDeny": True}},

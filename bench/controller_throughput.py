@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from trainyard import k8s as K
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -32,19 +33,19 @@ from trainyard.toolchain.build import ensure_built
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+    "apiVersion": K.TRAINER_API_VERSION, "kind": "ClusterTrainingRuntime",
     "metadata": {"name": "bench-torch"},
     "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": {"volcano": {}},
              "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
-                 "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                 "metadata": {"labels": {K.LABEL_ANCESTOR: "trainer"}},
                  "spec": {"template": {"spec": {"schedulerName": "volcano", "containers": [{
                      "name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}]}}},
+                     "resources": {"limits": {K.GPU_RESOURCE: "8"}}}]}}}}}]}}},
 }
 
 
 def trainjob(name: str, namespace: str) -> dict:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+    return {"apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"runtimeRef": {"name": "bench-torch"}, "suspend": True, "trainer": {"numNodes": 2}}}
 
@@ -62,7 +63,7 @@ def bench_controller(cluster: ClusterSpec, count: int) -> dict:
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     namespace = "bench"
     core.create_namespace({"metadata": {"name": namespace}})
-    custom.create_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", RUNTIME)
+    custom.create_cluster_custom_object(K.TRAINER_GROUP, K.TRAINER_VERSION, K.CLUSTERTRAININGRUNTIMES, RUNTIME)
     created: dict[str, float] = {}
     seen: dict[tuple[str, str], float] = {}
     done = threading.Event()
@@ -78,14 +79,14 @@ def bench_controller(cluster: ClusterSpec, count: int) -> dict:
                     return
 
     watchers = [threading.Thread(target=observe, args=a, daemon=True) for a in
-                (("jobset.x-k8s.io", "v1alpha2", "jobsets"), ("scheduling.volcano.sh", "v1beta1", "podgroups"))]
+                ((K.JOBSET_GROUP, K.JOBSET_VERSION, K.JOBSETS), (K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.PODGROUPS))]
     for w in watchers:
         w.start()
     time.sleep(1)
     started = time.monotonic()
     for index in range(count):
         name = f"bench-{index:04d}"
-        custom.create_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs",
+        custom.create_namespaced_custom_object(K.TRAINER_GROUP, K.TRAINER_VERSION, namespace, K.TRAINJOBS,
                                                trainjob(name, namespace))
         created[name] = time.monotonic()
     create_seconds = time.monotonic() - started

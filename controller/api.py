@@ -194,8 +194,8 @@ def trainjob_spec() -> dict:
         "suspend": boolean(default=False),
         "activeDeadlineSeconds": integer("int64", minimum=1, rules=[IMMUTABLE]),
         "managedBy": string(default=C.MANAGED_BY_CONTROLLER, maxLength=253, rules=[
-            Rule("self in ['trainer.kubeflow.org/trainjob-controller', 'kueue.x-k8s.io/multikueue']",
-                 "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set",
+            Rule(f"self in ['{C.MANAGED_BY_CONTROLLER}', '{C.MANAGED_BY_MULTIKUEUE}']",
+                 f"ManagedBy must be {C.MANAGED_BY_CONTROLLER} or {C.MANAGED_BY_MULTIKUEUE} if set",
                  lambda v: v in MANAGED_BY_VALUES),
             IMMUTABLE]),
     }, required=["runtimeRef"])

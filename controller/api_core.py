@@ -6,7 +6,8 @@ stores what the Pod API allows).
 
 from __future__ import annotations
 
-from .quantity import QUANTITY_PATTERN
+from trainyard.k8s import QUANTITY_PATTERN
+
 from .schema import array, boolean, free_object, immutable, int_or_string, integer, obj, string, string_map
 
 IMMUTABLE = immutable()

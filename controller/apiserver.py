@@ -14,6 +14,8 @@ from typing import Iterator
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from trainyard import k8s as K
+
 from .ratelimit import TokenBucket
 
 FIELD_MANAGER = "trainer"
@@ -44,12 +46,12 @@ class Resource:
 
 
 RESOURCES = {r.kind: r for r in [
-    Resource("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
-    Resource("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "trainingruntimes"),
-    Resource("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False),
-    Resource("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
-    Resource("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups"),
-    Resource("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False),
+    Resource(K.TRAINER_API_VERSION, "TrainJob", K.TRAINJOBS),
+    Resource(K.TRAINER_API_VERSION, "TrainingRuntime", K.TRAININGRUNTIMES),
+    Resource(K.TRAINER_API_VERSION, "ClusterTrainingRuntime", K.CLUSTERTRAININGRUNTIMES, namespaced=False),
+    Resource(K.JOBSET_API_VERSION, "JobSet", K.JOBSETS),
+    Resource(K.VOLCANO_API_VERSION, "PodGroup", K.PODGROUPS),
+    Resource(K.VOLCANO_API_VERSION, "Queue", K.QUEUES, namespaced=False),
     Resource("v1", "ConfigMap", "configmaps"),
     Resource("v1", "Secret", "secrets"),
     Resource("v1", "Event", "events"),
@@ -58,7 +60,7 @@ RESOURCES = {r.kind: r for r in [
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
 ]}
-COSCHEDULING_PODGROUP = Resource("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups")
+COSCHEDULING_PODGROUP = Resource(K.COSCHEDULING_API_VERSION, "PodGroup", K.PODGROUPS)
 
 
 def resource_for(obj_or_kind: dict | str, api_version: str | None = None) -> Resource:

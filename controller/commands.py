@@ -17,6 +17,8 @@ from typing import List, Optional
 import typer
 import yaml
 
+from trainyard.errors import TrainyardError
+
 from . import constants as C
 from . import k8s
 from .admission import validate_runtime, validate_trainjob
@@ -33,8 +35,8 @@ EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
 
 
-class _BadInput(Exception):
-    pass
+class _BadInput(TrainyardError):
+    """The input file cannot be read or parsed (exit code 2)."""
 
 
 def _load_stream(path: Path) -> list[dict]:

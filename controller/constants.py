@@ -1,31 +1,44 @@
-"""Names shared by upstream Kubeflow Trainer and everything that talks to it (labels, ports, env vars)."""
+"""Names of upstream Kubeflow Trainer's controller (ports, env vars, suffixes, conditions).
 
-GROUP = "trainer.kubeflow.org"
-STORAGE_VERSION = "v1alpha1"
-SERVED_VERSIONS = ("v1alpha1", "v2alpha1")
-API_VERSION = f"{GROUP}/{STORAGE_VERSION}"
+API groups/versions and the labels and annotations other packages also use are defined once in
+`trainyard.k8s` and imported here under the controller's names (`C.GROUP`, `C.LABEL_ANCESTOR`, ...).
+"""
+
+from trainyard import k8s as _k8s
+from trainyard.k8s import (  # noqa: F401  (the shared names, under the names the controller uses)
+    COSCHEDULING_API_VERSION as COSCHEDULING_PODGROUP_API_VERSION,
+    COSCHEDULING_POD_GROUP_LABEL,
+    JOBSET_API_VERSION,
+    LABEL_ANCESTOR,
+    LABEL_FRAMEWORK,
+    LABEL_SUPPORT,
+    LABEL_WEBHOOK_VALIDATION,
+    MANAGED_BY_CONTROLLER,
+    MANAGED_BY_MULTIKUEUE,
+    NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION,
+    NAMESPACE_PRIORITY_CLASSES_ANNOTATION,
+    NAMESPACE_QUEUE_LABEL,
+    PRIORITY_CLASS_LABEL,
+    SUPPORT_DEPRECATED,
+    TRAINER_API_VERSION as API_VERSION,
+    TRAINER_GROUP as GROUP,
+    TRAINER_SERVED_VERSIONS as SERVED_VERSIONS,
+    TRAINER_VERSION as STORAGE_VERSION,
+    VOLCANO_API_VERSION as VOLCANO_PODGROUP_API_VERSION,
+    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_QUEUE_ANNOTATION,
+)
+
 TRAINJOB_KIND = "TrainJob"
 TRAINING_RUNTIME_KIND = "TrainingRuntime"
 CLUSTER_TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
 RUNTIME_KINDS = (TRAINING_RUNTIME_KIND, CLUSTER_TRAINING_RUNTIME_KIND)
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
-VOLCANO_PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
-COSCHEDULING_PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
-
-MANAGED_BY_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
-MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-
-LABEL_FRAMEWORK = "trainer.kubeflow.org/framework"
-LABEL_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_TRAINER = "trainer"
 DATASET_INITIALIZER = "dataset-initializer"
 MODEL_INITIALIZER = "model-initializer"
 NODE = "node"
 LAUNCHER = "launcher"
-LABEL_SUPPORT = "trainer.kubeflow.org/support"
-SUPPORT_DEPRECATED = "deprecated"
-LABEL_WEBHOOK_VALIDATION = "trainer.kubeflow.org/webhook-validation"
 INITIALIZER_VOLUME_MOUNT = "initializer"
 ENV_STORAGE_URI = "STORAGE_URI"
 
@@ -33,7 +46,7 @@ SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
 
 CONTAINER_TRAINER_PORT = 29500
-JOB_COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+JOB_COMPLETION_INDEX_FIELD = f"metadata.annotations['{_k8s.JOB_COMPLETION_INDEX_ANNOTATION}']"
 
 TORCH_ENV_NUM_NODES = "PET_NNODES"
 TORCH_ENV_NPROC = "PET_NPROC_PER_NODE"
@@ -99,9 +112,6 @@ UPSTREAM_MPI_RESERVED_ENVS = MPI_RESERVED_ENVS[:4]
 
 XGBOOST_RESERVED_ENVS = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
 
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 
 # Condition types / reasons on TrainJob.status.
@@ -115,13 +125,6 @@ REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 MSG_SUSPENDED = "TrainJob is suspended"
 MSG_RESUMED = "TrainJob is resumed"
 MSG_DEADLINE_EXCEEDED = "TrainJob exceeded its active deadline"
-
-# trainyard's platform layer (not upstream): how a tenant namespace carries its Volcano queue and the
-# priority classes it was granted, and the TrainJob label through which a job selects one of them.
-NAMESPACE_QUEUE_LABEL = "trainyard.dev/queue"
-NAMESPACE_PRIORITY_CLASSES_ANNOTATION = "trainyard.dev/priority-classes"  # comma-separated
-NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = "trainyard.dev/default-priority-class"
-PRIORITY_CLASS_LABEL = "trainyard.dev/priority-class"
 
 # Condition (trainyard, not upstream) present only while the controller cannot create a TrainJob's
 # resources; removed on the next successful reconcile so the SDK's "Running" detection (no conditions) holds.

@@ -6,6 +6,8 @@ Served versions: v1alpha1 (storage) and v2alpha1 (same schema, served so the see
 
 from __future__ import annotations
 
+from trainyard.k8s import part_of_trainyard
+
 from . import api
 from . import constants as C
 from .schema import to_openapi
@@ -29,7 +31,7 @@ def _crd(kind: str, plural: str, scope: str, schema: dict, columns: list[dict], 
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{C.GROUP}", "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "metadata": {"name": f"{plural}.{C.GROUP}", "labels": part_of_trainyard()},
         "spec": {
             "group": C.GROUP,
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable
 
+from trainyard.k8s import QUEUES, VOLCANO_GROUP, resource_name
+from trainyard.k8s import format_quantity, parse_quantity
+
 from . import constants as C
 from . import k8s
-from .quantity import format_quantity, parse_quantity
 from .resources import pod_requests
 from .status import find_condition, set_condition
 
@@ -88,7 +90,7 @@ def volcano_queues(objects: Iterable[dict]) -> list[str]:
 def queue_failure(missing: list[str]) -> Failure | None:
     if not missing:
         return None
-    return Failure(C.REASON_QUEUE_NOT_FOUND, f'Volcano queue "{missing[0]}" not found: queues.scheduling.volcano.sh '
+    return Failure(C.REASON_QUEUE_NOT_FOUND, f'Volcano queue "{missing[0]}" not found: {resource_name(QUEUES, VOLCANO_GROUP)} '
                    f'"{missing[0]}" not found; the PodGroup would never be scheduled (ask the platform team to '
                    "restore the queue, or name an existing one)")
 

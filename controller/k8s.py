@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+from trainyard.k8s import REPLICATED_JOBS_PATH, ancestor_of, job_labels, mapping  # noqa: F401 (read by callers as k8s.*)
+from trainyard.k8s import job_containers as containers  # noqa: F401
+
 from . import constants as C
 from .errors import InputError
 
@@ -57,12 +60,7 @@ def find_object(objects: Iterable[dict], kind: str, name: str, namespace: str | 
     return None
 
 
-# ---- JobSet spec navigation ---------------------------------------------------------------------
-
-def mapping(value: object) -> dict:
-    """Reading through user documents: a wrongly typed level reads as empty (schema checks report it)."""
-    return value if isinstance(value, dict) else {}
-
+# ---- JobSet spec navigation (reading helpers are the shared ones of `trainyard.k8s`) ----------------
 
 def _level(parent: dict, key: str, where: str) -> dict:
     """Writing into a document: create a missing level, refuse (naming it) one of the wrong type."""
@@ -75,16 +73,8 @@ def _level(parent: dict, key: str, where: str) -> dict:
 def replicated_jobs(spec: dict) -> list[dict]:
     jobs = spec.setdefault("replicatedJobs", [])
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
-        raise InputError("must be a list of objects; fix the value of this field", "spec.template.spec.replicatedJobs")
+        raise InputError("must be a list of objects; fix the value of this field", REPLICATED_JOBS_PATH)
     return jobs
-
-
-def job_labels(job: dict) -> dict:
-    return mapping(mapping(mapping(job.get("template")).get("metadata")).get("labels"))
-
-
-def ancestor_of(job: dict) -> str | None:
-    return job_labels(job).get(C.LABEL_ANCESTOR)
 
 
 def _job_path(job: dict) -> str:
@@ -101,13 +91,6 @@ def pod_template(job: dict) -> dict:
 
 def pod_spec(job: dict) -> dict:
     return _level(pod_template(job), "spec", f"{_job_path(job)}.template.spec.template")
-
-
-def containers(job: dict, init: bool = False) -> list[dict]:
-    """The (init) containers of a job's pod template, for reading (nothing is created)."""
-    found = mapping(mapping(mapping(mapping(job.get("template")).get("spec")).get("template")).get("spec"))
-    listed = found.get("initContainers" if init else "containers")
-    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
 
 
 def find_job(spec: dict, name: str) -> dict | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from trainyard.k8s import ceil_value, format_quantity, is_binary, parse_quantity
+
 from . import k8s
-from .quantity import ceil_value, format_quantity, is_binary, parse_quantity
 
 
 def is_extended(resource: str) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainyard.k8s import VOLCANO_API_VERSION
+
 from . import constants as C
 from .errors import InputError
 
@@ -60,7 +62,7 @@ def catalog_runtime(trainjob: dict, version: str, tenant: str | None, stacks_dir
 
 
 def _tenant_objects(tenant) -> list[dict]:
-    objects = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": tenant.queue}}]
+    objects = [{"apiVersion": VOLCANO_API_VERSION, "kind": "Queue", "metadata": {"name": tenant.queue}}]
     if tenant.priority_class:
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                         "metadata": {"name": tenant.priority_class}, "value": 1000})

@@ -21,6 +21,9 @@ from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from trainyard.errors import TrainyardError
+from trainyard.k8s import TRAINER_API_VERSION, TRAINJOBS
+
 from . import constants as C
 from .https_server import serve_https
 from .plugins.trainjobstatus import token_audience
@@ -29,12 +32,12 @@ log = logging.getLogger("trainyard.status")
 
 MAX_BODY_BYTES = 1 << 16
 FIELD_MANAGER = "trainer-status"
-_PATH = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs/([^/]+)/status$")
+_PATH = re.compile(rf"^/apis/{re.escape(TRAINER_API_VERSION)}/namespaces/([^/]+)/{TRAINJOBS}/([^/]+)/status$")
 _SERVICE_ACCOUNT = re.compile(r"^system:serviceaccount:([^:]+):[^:]+$")
 _INT32 = (-(2**31), 2**31 - 1)
 
 
-class InvalidPayload(ValueError):
+class InvalidPayload(TrainyardError, ValueError):
     pass
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterator
 
+from trainyard.k8s import CATALOG_VERSION_LABEL
+from trainyard.k8s import parse_quantity
+
 from . import constants as C
 from .errors import InputError
 from .inputs import runtime_schema, trainjob_schema
-from .quantity import parse_quantity
 from .schema import FieldError, prune
 
-CATALOG_VERSION_LABEL = "trainyard.dev/catalog-version"
 
 
 def unknown_field_errors(doc: dict, runtime: bool) -> list[FieldError]:

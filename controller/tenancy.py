@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from trainyard.k8s import runtime_jobs
+
 from . import constants as C
 from . import k8s
 from .schema import FieldError
@@ -96,8 +98,7 @@ def queue_origin(trainjob: dict, runtime: dict) -> tuple[str, str] | None:
 
 
 def runtime_priority_classes(runtime: dict) -> list[str]:
-    jobs = ((_runtime_template(runtime).get("spec") or {}).get("replicatedJobs")) or []
-    names = [(k8s.pod_template(dict(j)).get("spec") or {}).get("priorityClassName") for j in jobs if isinstance(j, dict)]
+    names = [(k8s.pod_template(dict(j)).get("spec") or {}).get("priorityClassName") for j in runtime_jobs(runtime)]
     return [n for n in names if n]
 
 

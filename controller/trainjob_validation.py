@@ -13,6 +13,9 @@ import re
 from types import ModuleType
 from typing import Iterable, Sequence
 
+from trainyard.k8s import CLUSTERTRAININGRUNTIMES, TRAINER_GROUP, TRAININGRUNTIMES, resource_name
+from trainyard.k8s import job_pod_spec
+
 from . import constants as C
 from . import k8s
 from .errors import ControllerError, InputError
@@ -75,9 +78,9 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
 
 def _missing_runtime(kind: str, name: str) -> FieldError:
     if kind == C.CLUSTER_TRAINING_RUNTIME_KIND:
-        return invalid("spec.RuntimeRef", name, f'clustertrainingruntimes.trainer.kubeflow.org "{name}" not found: '
+        return invalid("spec.RuntimeRef", name, f'{resource_name(CLUSTERTRAININGRUNTIMES, TRAINER_GROUP)} "{name}" not found: '
                         "specified clusterTrainingRuntime must be created before the TrainJob is created")
-    return invalid("spec.runtimeRef", name, f'trainingruntimes.trainer.kubeflow.org "{name}" not found: '
+    return invalid("spec.runtimeRef", name, f'{resource_name(TRAININGRUNTIMES, TRAINER_GROUP)} "{name}" not found: '
                     "specified trainingRuntime must be created before the TrainJob is created")
 
 
@@ -152,7 +155,7 @@ def _patch_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
             if job.get("name") not in containers:
                 errors.append(invalid(job_path, job.get("name"), "must not have replicated job that doesn't exist in the runtime job template"))
                 continue
-            pod = ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+            pod = job_pod_spec(job)
             errors += _container_patch_errors(job_path, job.get("name"), job["name"], pod, containers[job["name"]])
     return errors
 

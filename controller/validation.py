@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from trainyard.k8s import runtime_jobs
+
 from . import k8s
 from .errors import ControllerError
 from .schema import FieldError
@@ -52,11 +54,6 @@ def strip_dot(error: FieldError) -> FieldError:
 def ml_policy(runtime: dict) -> dict:
     """`spec.mlPolicy` of a loaded runtime ({} without one)."""
     return (runtime.get("spec") or {}).get("mlPolicy") or {}
-
-
-def runtime_jobs(runtime: dict) -> list[dict]:
-    jobs = k8s.mapping(k8s.mapping(k8s.mapping(runtime.get("spec")).get("template")).get("spec")).get("replicatedJobs")
-    return [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
 
 
 def job_containers(runtime: dict) -> dict[str, set]:

@@ -20,14 +20,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kubernetes.client.exceptions import ApiException
 
+from trainyard import k8s as K
+
 from .admission import admission_review_response
 from .apiserver import RESOURCES, ApiServer
 from .https_server import serve_https
 
 log = logging.getLogger("trainyard.controller.webhook")
 
-VALIDATE_PATH = "/validate-trainer-kubeflow-org-v1alpha1"
-RESOURCES_VALIDATED = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+VALIDATE_PATH = f"/validate-{K.TRAINER_GROUP.replace('.', '-')}-{K.TRAINER_VERSION}"
+RESOURCES_VALIDATED = (K.TRAINJOBS, K.TRAININGRUNTIMES, K.CLUSTERTRAININGRUNTIMES)
 CONFIGURATION_NAME = "trainyard-trainer-validator"
 
 
@@ -47,7 +49,7 @@ def webhook_configuration(ca_bundle_b64: str, url: str | None = None, service: d
             "name": "validator.trainer.trainyard.dev",
             "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
             "timeoutSeconds": 10, "clientConfig": client_config,
-            "rules": [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["*"],
+            "rules": [{"apiGroups": [K.TRAINER_GROUP], "apiVersions": ["*"],
                        "operations": ["CREATE", "UPDATE"], "resources": list(RESOURCES_VALIDATED),
                        "scope": "*"}],
         }],

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 
+from trainyard import k8s as K
 from trainyard.controller.webhook_server import webhook_configuration
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import ControllerSpec
 from trainyard.toolchain.versions import tool
 
 NAME = "trainyard-controller"
-PART_OF = {"app.kubernetes.io/part-of": "trainyard", "app.kubernetes.io/name": NAME}
+PART_OF = {**part_of_trainyard(), "app.kubernetes.io/name": NAME}
 CERT_SECRET = "trainyard-webhook-cert"
 READ = ["get", "list", "watch"]
 MANAGE = READ + ["create", "update", "patch", "delete"]
@@ -18,17 +20,17 @@ MANAGE = READ + ["create", "update", "patch", "delete"]
 
 def controller_cluster_rules() -> list[dict]:
     """Exactly what the reconciler and webhook touch; no wildcards."""
-    trainer = "trainer.kubeflow.org"
+    trainer = K.TRAINER_GROUP
     return [
         {"apiGroups": [trainer], "resources": ["trainjobs"], "verbs": READ + ["update", "patch"]},
         {"apiGroups": [trainer], "resources": ["trainjobs/status"], "verbs": ["get", "update", "patch"]},
         {"apiGroups": [trainer], "resources": ["trainjobs/finalizers"], "verbs": ["update"]},
         {"apiGroups": [trainer], "resources": ["trainingruntimes", "clustertrainingruntimes"], "verbs": READ},
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": MANAGE},
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": MANAGE},
-        {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": MANAGE},
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": READ},
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": READ},
+        {"apiGroups": [K.JOBSET_GROUP], "resources": [K.JOBSETS], "verbs": MANAGE},
+        {"apiGroups": [K.VOLCANO_GROUP], "resources": [K.PODGROUPS], "verbs": MANAGE},
+        {"apiGroups": [K.COSCHEDULING_GROUP], "resources": [K.PODGROUPS], "verbs": MANAGE},
+        {"apiGroups": [K.VOLCANO_GROUP], "resources": [K.QUEUES], "verbs": READ},
+        {"apiGroups": [K.SCHEDULING_GROUP], "resources": ["priorityclasses"], "verbs": READ},
         {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": MANAGE},
         # Tenant defaults and admission read the TrainJob's namespace (queue label, granted priority classes);
         # the quota check lists its ResourceQuotas so a gang beyond quota is reported on the TrainJob.

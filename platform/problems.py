@@ -1,48 +1,21 @@
 """Stack-config problems: each names the stack file (and line), the field path and the fix, all reported at once.
 
 Warnings (e.g. quotas that oversubscribe the declared cluster) are reported but never stop a deploy;
-errors stop it before anything is registered.
+errors stop it before anything is registered. The record is the shared `trainyard.problems.Problem`
+(`ConfigProblem(file, field, message, fix, severity, line)` builds one).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from trainyard.errors import ProblemsError
+from trainyard.problems import ERROR, WARNING, ConfigProblem, Problem, errors_of, warnings_of
 
-ERROR = "error"
-WARNING = "warning"
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    file: str
-    field: str
-    message: str
-    fix: str
-    severity: str = ERROR
-    line: int | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
-
-    def __str__(self) -> str:
-        label = "warning: " if self.severity == WARNING else ""
-        return f"{self.where}: {label}{self.field}: {self.message}\n  fix: {self.fix}"
+__all__ = ["ERROR", "WARNING", "ConfigProblem", "Problem", "StackConfigError", "errors_of", "warnings_of"]
 
 
-def errors_of(problems: list[ConfigProblem]) -> list[ConfigProblem]:
-    return [p for p in problems if p.severity != WARNING]
-
-
-def warnings_of(problems: list[ConfigProblem]) -> list[ConfigProblem]:
-    return [p for p in problems if p.severity == WARNING]
-
-
-class StackConfigError(ValueError):
+class StackConfigError(ProblemsError, ValueError):
     """Raised before any resource is registered, so a bad stack file never half-applies."""
 
-    def __init__(self, problems: list[ConfigProblem]):
-        self.problems = tuple(problems)
-        count = len(self.problems)
-        super().__init__(f"{count} problem{'s' if count != 1 else ''} in the stack configuration:\n"
-                         + "\n".join(str(p) for p in self.problems))
+    def __init__(self, problems: list[Problem]):
+        count = len(problems)
+        super().__init__(problems, f"{count} problem{'s' if count != 1 else ''} in the stack configuration:")

@@ -13,7 +13,9 @@ Tenants cannot relabel their namespace (tenant RBAC has no namespace rights).
 
 from __future__ import annotations
 
-from trainyard.controller.constants import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION
+from trainyard import k8s as K
+from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
 
@@ -22,12 +24,12 @@ API = "admissionregistration.k8s.io/v1"
 
 GUARDED_RESOURCES = (
     ("", "v1", "pods"),
-    ("scheduling.volcano.sh", "v1beta1", "podgroups"),
-    ("trainer.kubeflow.org", "*", "trainjobs"),
-    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("batch.volcano.sh", "v1alpha1", "jobs"),
+    (K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.PODGROUPS),
+    (K.TRAINER_GROUP, "*", K.TRAINJOBS),
+    (K.JOBSET_GROUP, K.JOBSET_VERSION, K.JOBSETS),
+    (K.VOLCANO_BATCH_GROUP, "v1alpha1", "jobs"),
 )
-GROUP_NAME = "scheduling.k8s.io/group-name"
+GROUP_NAME = K.VOLCANO_GROUP_ANNOTATION
 
 
 def _annotation_ok(annotations_expr: str) -> str:
@@ -76,7 +78,7 @@ def render_queue_guard_policy() -> dict:
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "metadata": {"name": POLICY_NAME, "labels": part_of_trainyard()},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": rules},

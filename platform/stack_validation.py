@@ -10,7 +10,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.controller.quantity import format_quantity
+from trainyard.k8s import GPU_RESOURCE, format_quantity
 from trainyard.platform.problems import WARNING, ConfigProblem
 from trainyard.platform.stack_reader import entry_labels, total
 from trainyard.platform.stack_config import (
@@ -136,7 +136,7 @@ def check_oversubscription(config: StackConfig) -> list[ConfigProblem]:
     """Tenant quotas summing above the declared cluster: a warning (quotas are ceilings), an error by policy."""
     out, totals = [], config.cluster.totals()
     refuse = config.policies.refuse_quota_oversubscription
-    for name, key in (("nvidia.com/gpu", "gpu"), ("cpu", "cpu"), ("memory", "memory")):
+    for name, key in ((GPU_RESOURCE, "gpu"), ("cpu", "cpu"), ("memory", "memory")):
         shares = [(t.name, t.quota.as_resources()[name]) for t in config.tenants]
         summed, capacity = total(v for _, v in shares), totals.get(name)
         if capacity is None or capacity <= 0 or summed <= capacity or len(shares) < 2:

@@ -6,15 +6,16 @@ gangs on the queue, while quota admission rejects pods one by one (and could str
 
 from __future__ import annotations
 
-from trainyard.controller import constants as C
+from trainyard import k8s as K
+from trainyard.k8s import TENANT_LABEL
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
 from trainyard.queues.resources import GPU
 from trainyard.queues.volcano_queues import render_queue
 
-TENANT_LABEL = "trainyard.dev/tenant"
-QUEUE_LABEL = C.NAMESPACE_QUEUE_LABEL
-PART_OF = {"app.kubernetes.io/part-of": "trainyard"}
-TRAINJOB_COUNT = "count/trainjobs.trainer.kubeflow.org"
+QUEUE_LABEL = K.NAMESPACE_QUEUE_LABEL
+PART_OF = part_of_trainyard()
+TRAINJOB_COUNT = f"count/{K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP)}"
 
 
 def tenant_labels(tenant: TenantSpec) -> dict[str, str]:
@@ -26,9 +27,9 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
     cannot edit their Namespace). No grant: no annotation, and the namespace is not restricted."""
     out = {}
     if tenant.allowed_priority_classes:
-        out[C.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
+        out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
     if tenant.default_priority_class:
-        out[C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION] = tenant.default_priority_class
+        out[K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION] = tenant.default_priority_class
     return out
 
 

@@ -6,11 +6,13 @@ writing runtimes (those are the platform team's, through the stack file). No wil
 
 from __future__ import annotations
 
+from trainyard.k8s import JOBSET_GROUP, JOBSETS, PODGROUPS, VOLCANO_GROUP
+from trainyard.k8s import TRAINER_GROUP as TRAINER
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import tenant_labels
 
 RBAC = "rbac.authorization.k8s.io/v1"
-TRAINER = "trainer.kubeflow.org"
 READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete"]
 RUNTIME_READER = "trainyard:runtime-reader"
@@ -22,8 +24,8 @@ def _observe_rules() -> list[dict]:
     return [
         {"apiGroups": [TRAINER], "resources": ["trainingruntimes"], "verbs": READ},
         {"apiGroups": [TRAINER], "resources": ["trainjobs/status"], "verbs": ["get"]},
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": READ},
-        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": READ},
+        {"apiGroups": [JOBSET_GROUP], "resources": [JOBSETS], "verbs": READ},
+        {"apiGroups": [VOLCANO_GROUP], "resources": [PODGROUPS], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": READ},
@@ -62,7 +64,7 @@ def _binding(tenant: TenantSpec, role: str, groups: tuple[str, ...]) -> dict:
 def runtime_reader_cluster_role() -> dict:
     """Shared by all tenants: read ClusterTrainingRuntimes (cluster-scoped, so a ClusterRole is needed)."""
     return {"apiVersion": RBAC, "kind": "ClusterRole",
-            "metadata": {"name": RUNTIME_READER, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+            "metadata": {"name": RUNTIME_READER, "labels": part_of_trainyard()},
             "rules": [{"apiGroups": [TRAINER], "resources": ["clustertrainingruntimes"], "verbs": READ}]}
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from trainyard.k8s import RACK_LABEL
+from trainyard.k8s import part_of_trainyard
+
 API_VERSION = "topology.volcano.sh/v1alpha1"
 RACK_TIER, SPINE_TIER = 1, 2
 
@@ -24,7 +27,7 @@ class RackSpec:
 
 @dataclass(frozen=True)
 class TopologySpec:
-    rack_label: str = "trainyard.dev/rack"
+    rack_label: str = RACK_LABEL
     racks: tuple[RackSpec, ...] = field(default_factory=tuple)
 
 
@@ -32,7 +35,7 @@ def _hypernode(name: str, tier: int, tier_name: str, members: list[dict]) -> dic
     return {
         "apiVersion": API_VERSION,
         "kind": "HyperNode",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "metadata": {"name": name, "labels": part_of_trainyard()},
         "spec": {"tier": tier, "tierName": tier_name, "members": members},
     }
 

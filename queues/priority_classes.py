@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainyard.k8s import part_of_trainyard
+
 API_VERSION = "scheduling.k8s.io/v1"
 MAX_USER_VALUE = 1_000_000_000
 """Values above this are reserved for system-* classes by the API server."""
@@ -23,7 +25,7 @@ def render_priority_class(spec: PriorityClassSpec) -> dict:
     return {
         "apiVersion": API_VERSION,
         "kind": "PriorityClass",
-        "metadata": {"name": spec.name, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "metadata": {"name": spec.name, "labels": part_of_trainyard()},
         "value": spec.value,
         "globalDefault": spec.global_default,
         "preemptionPolicy": spec.preemption_policy,

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Mapping
 
-from trainyard.controller.errors import ControllerError
-from trainyard.controller.quantity import parse_quantity
-
-GPU = "nvidia.com/gpu"
-
-
-def quantity(value: object) -> Fraction | None:
-    """An exact amount, or None when the text is not a Kubernetes quantity."""
-    if isinstance(value, Fraction):
-        return value
-    try:
-        return parse_quantity(value)
-    except ControllerError:
-        return None
+from trainyard.k8s import GPU_RESOURCE as GPU  # noqa: F401 (resources.GPU)
+from trainyard.k8s import quantity_or_none as quantity
 
 
 def over(requested: Mapping[str, object], limit: Mapping[str, object]) -> list[str]:

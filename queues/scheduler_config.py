@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from trainyard.k8s import GPU_RESOURCE
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform.problems import ConfigProblem
 from trainyard.platform.stack_fields import DERIVED
 
@@ -30,7 +32,7 @@ class SchedulerSettings:
 
     profile: str = "gang"
     queue_plugin: str = "proportion"
-    gpu_resource: str = field(default="nvidia.com/gpu", metadata=DERIVED)
+    gpu_resource: str = field(default=GPU_RESOURCE, metadata=DERIVED)
     binpack_weight: int = 10
     gpu_binpack_weight: int = 10
     topology_weight: int = 10
@@ -118,6 +120,6 @@ def scheduler_configmap(settings: SchedulerSettings = SchedulerSettings()) -> di
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": CONFIGMAP_NAME, "namespace": CONFIGMAP_NAMESPACE,
-                     "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+                     "labels": part_of_trainyard()},
         "data": {CONFIGMAP_KEY: render(settings)},
     }

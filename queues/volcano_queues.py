@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from trainyard.k8s import VOLCANO_API_VERSION as API_VERSION
 from trainyard.queues.resources import as_strings, over
 
-API_VERSION = "scheduling.volcano.sh/v1beta1"
 RESERVED_QUEUES = ("root", "default")
 """Created by vc-scheduler at startup; tenants must not claim them."""
 

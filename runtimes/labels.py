@@ -1,12 +1,13 @@
 """Label and annotation keys the catalog reads or writes, with their allowed values."""
 
+from trainyard import k8s as K
 from trainyard.controller import constants as C
 
-# Upstream (kubeflow/trainer) keys: the controller's constants are the one definition.
-FRAMEWORK = C.LABEL_FRAMEWORK
+# Every key is defined once, in `trainyard.k8s`.
+FRAMEWORK = K.LABEL_FRAMEWORK
 """Which framework a runtime trains with: torch, torchtune, deepspeed, mpi, jax, xgboost."""
 
-ANCESTOR_STEP = C.LABEL_ANCESTOR
+ANCESTOR_STEP = K.LABEL_ANCESTOR
 """On ``replicatedJobs[].template.metadata.labels``: dataset-initializer, model-initializer or trainer."""
 
 ANCESTOR_CONTAINERS = {
@@ -16,22 +17,22 @@ ANCESTOR_CONTAINERS = {
 }
 """The container each ancestor job must contain (upstream runtime admission)."""
 
-SUPPORT = C.LABEL_SUPPORT
+SUPPORT = K.LABEL_SUPPORT
 """``deprecated`` makes upstream-compatible webhooks warn on runtime and TrainJob creation."""
 
-SUPPORT_DEPRECATED = C.SUPPORT_DEPRECATED
+SUPPORT_DEPRECATED = K.SUPPORT_DEPRECATED
 
-VOLCANO_QUEUE = C.VOLCANO_QUEUE_ANNOTATION
+VOLCANO_QUEUE = K.VOLCANO_QUEUE_ANNOTATION
 """On the JobSet template metadata; the controller copies it into the Volcano PodGroup."""
 
 VOLCANO_SCHEDULER = "volcano"
 
 # trainyard keys.
-CATALOG_VERSION = "trainyard.dev/catalog-version"
+CATALOG_VERSION = K.CATALOG_VERSION_LABEL
 """The catalog release a runtime was rendered from (on the runtime and on every JobSet it yields)."""
 
-CATALOG_RUNTIME = "trainyard.dev/catalog-runtime"
+CATALOG_RUNTIME = K.CATALOG_RUNTIME_LABEL
 """The stable catalog name of the runtime (equal to metadata.name; survives renames of the object)."""
 
-MPI_IMPLEMENTATION = "trainyard.dev/mpi-implementation"
+MPI_IMPLEMENTATION = K.MPI_IMPLEMENTATION_LABEL
 """On Hydra-based MPI runtimes (intel, mpich): the Trainer API only knows OpenMPI, so the flavour is recorded here."""

@@ -12,18 +12,20 @@ if any part cannot be imported: lint never silently skips a check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
+from trainyard.k8s import TRAINER_GROUP as GROUP
+from trainyard.k8s import VOLCANO_GROUP, jobset_jobs
 from trainyard.platform.stack_model import CatalogTenant
+from trainyard.problems import Problem
 from trainyard.runtimes.lock import catalog_drift
 from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding
 from trainyard.runtimes.publish import as_tenant_runtime, render_release_runtimes
 from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
-from trainyard.runtimes.rules import CATALOG_RULES, Problem, check_sdk_describable, replicated_jobs
+from trainyard.runtimes.rules import CATALOG_RULES, check_sdk_describable, replicated_jobs
 from trainyard.runtimes.schema import validate
 
-GROUP = "trainer.kubeflow.org"
 TENANT_KIND = "TrainingRuntime"
 LINT_TENANT = CatalogTenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
 
@@ -87,16 +89,16 @@ def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     kind = runtime.get("kind", "")
     schema = checks.schemas.get(kind)
     if not schema:
-        return [(f"CRD schema: no runtime CRD for kind {kind!r}", f"use kind {CLUSTER_KIND}")]
-    return [(f"CRD schema: {problem}", "correct the field to match the runtime CRD") for problem in validate(runtime, schema)]
+        return [Finding(f"CRD schema: no runtime CRD for kind {kind!r}", fix=f"use kind {CLUSTER_KIND}")]
+    return [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD") for problem in validate(runtime, schema)]
 
 
 def check_admission(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     try:
         result = checks.validate_runtime(runtime)
     except Exception as err:  # a crash is a finding, not a lint crash
-        return [(f"admission raised {type(err).__name__}: {err}", "fix the runtime (or report the controller bug)")]
-    return [(f"admission: {error}", "fix the runtime so upstream's runtime webhook admits it") for error in result.errors]
+        return [Finding(f"admission raised {type(err).__name__}: {err}", fix="fix the runtime (or report the controller bug)")]
+    return [Finding(f"admission: {error}", fix="fix the runtime so upstream's runtime webhook admits it") for error in result.errors]
 
 
 def sample_trainjob(runtime: dict) -> dict:
@@ -120,17 +122,17 @@ def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = Non
     try:
         objects = checks.build_objects(sample_trainjob(runtime), runtime, [])
     except Exception as err:
-        return [(f"sample TrainJob failed to build: {type(err).__name__}: {err}", fix)]
+        return [Finding(f"sample TrainJob failed to build: {type(err).__name__}: {err}", fix=fix)]
     jobsets = [o for o in objects if o.get("kind") == "JobSet"]
     if len(jobsets) != 1:
-        return [(f"sample TrainJob built {len(jobsets)} JobSets, expected 1", fix)]
+        return [Finding(f"sample TrainJob built {len(jobsets)} JobSets, expected 1", fix=fix)]
     want = [job.get("name") for job in replicated_jobs(runtime)]
-    got = [job.get("name") for job in (jobsets[0].get("spec") or {}).get("replicatedJobs") or []]
-    problems = [] if got == want else [(f"built JobSet has jobs {got}, runtime has {want}", fix)]
+    got = [job.get("name") for job in jobset_jobs(jobsets[0].get("spec"))]
+    problems = [] if got == want else [Finding(f"built JobSet has jobs {got}, runtime has {want}", fix=fix)]
     if queue is not None:
-        groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).startswith("scheduling.volcano.sh")]
+        groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).partition("/")[0] == VOLCANO_GROUP]
         if not groups or (groups[0].get("spec") or {}).get("queue") != queue:
-            problems.append((f"tenant form did not build a Volcano PodGroup in queue {queue!r}", "keep podGroupPolicy Volcano-compatible"))
+            problems.append(Finding(f"tenant form did not build a Volcano PodGroup in queue {queue!r}", fix="keep podGroupPolicy Volcano-compatible"))
     return problems
 
 
@@ -141,9 +143,9 @@ def check_runtime(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     try:
         tenant_form = as_tenant_runtime(runtime, LINT_TENANT)
     except CatalogError as err:
-        return problems + [(f.message, f.fix or "") for f in err.findings]
+        return problems + [Finding(f.message, fix=f.fix) for f in err.findings]
     tenant_problems = check_schema(tenant_form, checks) + check_build(tenant_form, checks, queue=LINT_TENANT.queue)
-    return problems + [(f"as TrainingRuntime: {message}", fix) for message, fix in tenant_problems]
+    return problems + [replace(p, message=f"as TrainingRuntime: {p.message}") for p in tenant_problems]
 
 
 # --- catalog-wide ------------------------------------------------------------------------------
@@ -168,18 +170,13 @@ def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> li
         if name not in rendered
     ]
     for name, runtime in rendered.items():
-        findings += [
-            Finding(message, file=sources.path_of(name), runtime=name, release=version, fix=fix)
-            for message, fix in check_runtime(runtime, checks)
-        ]
+        place = {"file": sources.path_of(name), "runtime": name, "release": version}
+        findings += [replace(problem, **place) for problem in check_runtime(runtime, checks)]
         # Released sources are frozen: what only a later release can fix is a warning there.
         severity = "warning" if release.released else "error"
-        findings += [
-            Finding(message, file=sources.path_of(name), runtime=name, release=version, fix=fix, severity=severity)
-            for message, fix in check_sdk_describable(runtime)
-        ]
+        findings += [replace(problem, severity=severity, **place) for problem in check_sdk_describable(runtime)]
         for warning in _admission_warnings(runtime, checks):
-            findings.append(Finding(f"admission warning: {warning}", file=sources.path_of(name), runtime=name, release=version, severity="warning"))
+            findings.append(Finding(f"admission warning: {warning}", severity="warning", **place))
     return findings
 
 

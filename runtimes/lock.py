@@ -14,13 +14,14 @@ import hashlib
 import json
 from typing import Any, Mapping
 
+from trainyard.k8s import LABEL_SUPPORT
 from trainyard.runtimes.model import Catalog, CatalogError, Finding, ReleaseSources
 from trainyard.runtimes.render import render_release_sources
 
 LOCK_FORMAT = 1
 HASH_DEFINITION = (
     "sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of each runtime as rendered from "
-    "releases/<version>/ with catalog labels and before status labels (trainer.kubeflow.org/support)"
+    f"releases/<version>/ with catalog labels and before status labels ({LABEL_SUPPORT})"
 )
 
 

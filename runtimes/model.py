@@ -1,4 +1,5 @@
-"""The catalog's data model: releases, their sources, tenants and findings.
+"""The catalog's data model: releases, their sources, tenants and findings (`Finding(message, file=, runtime=,
+release=, fix=)` builds the shared `trainyard.problems.Problem`).
 
 Plain frozen dataclasses so every renderer and check is a pure function of them;
 ``store`` is the only place that builds them from files.
@@ -9,6 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from trainyard.errors import ProblemsError
+from trainyard.problems import Finding, Problem
 
 DRAFT = "draft"
 CURRENT = "current"
@@ -41,31 +45,15 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return tuple(int(part) for part in match.groups())  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One problem, said so that whoever reads it knows the file, the runtime and the fix."""
-
-    message: str
-    file: str | None = None
-    runtime: str | None = None
-    release: str | None = None
-    fix: str | None = None
-    severity: str = "error"
-
-    def __str__(self) -> str:
-        where = [part for part in (self.file, f"release {self.release}" if self.release and not self.file else None) if part]
-        if self.runtime:
-            where.append(f"runtime {self.runtime}")
-        text = f"{', '.join(where)}: {self.message}" if where else self.message
-        return f"{text}\n  fix: {self.fix}" if self.fix else text
-
-
-class CatalogError(Exception):
+class CatalogError(ProblemsError):
     """Bad catalog input: carries the findings so the CLI can print every one and exit non-zero."""
 
-    def __init__(self, *findings: Finding):
-        self.findings = tuple(findings)
-        super().__init__("\n".join(str(f) for f in findings))
+    def __init__(self, *findings: Problem):
+        super().__init__(findings)
+
+    @property
+    def findings(self) -> tuple[Problem, ...]:
+        return self.problems
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from typing import Any, Mapping
 import jinja2
 import yaml
 
+from trainyard.k8s import TRAINER_API_VERSION as API_VERSION
 from trainyard.runtimes import labels
 from trainyard.runtimes.model import VALUES_FILE, CatalogError, Finding, ReleaseSources
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
 CLUSTER_KIND = "ClusterTrainingRuntime"
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)

@@ -1,40 +1,34 @@
 """Catalog rules every runtime must follow, checked without the controller.
 
 Upstream keys jobs by the Job-level ancestor label and containers by name, and
-our immutability promise needs pinned images; each rule returns (message, fix)
-problems for ``lint`` to place in a file and release.
+our immutability promise needs pinned images; each rule returns `Problem`s (message
+and fix) for ``lint`` to place in a file, runtime and release.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterator
 
+from trainyard.k8s import GPU_RESOURCE, ancestor_of, job_containers, job_labels, mapping
+from trainyard.k8s import runtime_jobs as replicated_jobs
+from trainyard.problems import Finding, Problem
 from trainyard.runtimes import labels
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
-Problem = tuple[str, str]
-"""(message, fix) for one runtime; lint adds file, runtime and release."""
+
+def _problem(message: str, fix: str) -> Problem:
+    """A finding about one runtime; lint adds its file, runtime name and release."""
+    return Finding(message, fix=fix)
 
 
-def replicated_jobs(runtime: dict) -> list[dict]:
-    return ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []
-
-
-def _pod_spec(job: dict) -> dict:
-    return ((job.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
-
-
-def _containers(job: dict) -> Iterator[dict]:
-    pod = _pod_spec(job)
-    yield from pod.get("initContainers") or []
-    yield from pod.get("containers") or []
+def _containers(job: dict) -> list[dict]:
+    return job_containers(job, init=True) + job_containers(job)
 
 
 def check_framework_label(runtime: dict) -> list[Problem]:
     if not ((runtime.get("metadata") or {}).get("labels") or {}).get(labels.FRAMEWORK):
-        return [(f"missing label {labels.FRAMEWORK}", "label the runtime with its framework, e.g. torch")]
+        return [_problem(f"missing label {labels.FRAMEWORK}", "label the runtime with its framework, e.g. torch")]
     return []
 
 
@@ -58,7 +52,7 @@ def check_images_pinned(runtime: dict) -> list[Problem]:
             reason = "has no image" if not image else image_problem(str(image))
             if reason:
                 problems.append(
-                    (
+                    _problem(
                         f"job {job.get('name')} container {container.get('name')}: image {image!r} {reason}",
                         "pin the image with a release tag (e.g. :v2.3.0) or a digest in the release's values.yaml",
                     )
@@ -70,42 +64,41 @@ def check_ancestor_labels(runtime: dict) -> list[Problem]:
     """Upstream keys every job by the Job-level ancestor label and every container by name."""
     problems, trainers = [], 0
     for job in replicated_jobs(runtime):
-        job_labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        pod_labels = (((job.get("template") or {}).get("spec") or {}).get("template", {}).get("metadata") or {}).get("labels") or {}
-        if labels.ANCESTOR_STEP in pod_labels:
+        pod_labels = mapping(mapping(mapping(mapping(job.get("template")).get("spec")).get("template")).get("metadata")).get("labels")
+        if labels.ANCESTOR_STEP in mapping(pod_labels):
             problems.append(
-                (
+                _problem(
                     f"job {job.get('name')}: {labels.ANCESTOR_STEP} is on the pod template",
                     "move it to replicatedJobs[].template.metadata.labels, where the controller reads it",
                 )
             )
-        ancestor = job_labels.get(labels.ANCESTOR_STEP)
+        ancestor = ancestor_of(job)
         if ancestor is None:
             continue
         if ancestor not in labels.ANCESTOR_CONTAINERS:
             problems.append(
-                (f"job {job.get('name')}: unknown ancestor step {ancestor!r}", f"use one of {', '.join(labels.ANCESTOR_CONTAINERS)}")
+                _problem(f"job {job.get('name')}: unknown ancestor step {ancestor!r}", f"use one of {', '.join(labels.ANCESTOR_CONTAINERS)}")
             )
             continue
         trainers += ancestor == "trainer"
     if trainers != 1:
         problems.append(
-            (f"must have exactly one job labelled {labels.ANCESTOR_STEP}: trainer, found {trainers}", "label the training job")
+            _problem(f"must have exactly one job labelled {labels.ANCESTOR_STEP}: trainer, found {trainers}", "label the training job")
         )
     return problems
 
 
 # Limit keys from which the Kubeflow SDK (0.5, `get_container_devices`) describes a runtime's device;
 # limits naming none of them make `TrainerClient.list_runtimes()` fail for the whole namespace.
-SDK_DEVICE_LIMITS = ("nvidia.com/gpu", "google.com/tpu", "huawei.com/Ascend910", "cpu")
+SDK_DEVICE_LIMITS = (GPU_RESOURCE, "google.com/tpu", "huawei.com/Ascend910", "cpu")
 SDK_MIG_PREFIX = "nvidia.com/mig-"
 
 
 def _sdk_trainer_container(runtime: dict) -> dict | None:
     """The container the SDK reads: `node` in the first job carrying any ancestor label."""
     for job in replicated_jobs(runtime):
-        if labels.ANCESTOR_STEP in (((job.get("template") or {}).get("metadata") or {}).get("labels") or {}):
-            for container in _pod_spec(job).get("containers") or []:
+        if labels.ANCESTOR_STEP in job_labels(job):
+            for container in job_containers(job):
                 if container.get("name") == "node":
                     return container
     return None
@@ -115,11 +108,11 @@ def check_sdk_describable(runtime: dict) -> list[Problem]:
     """The Kubeflow SDK must be able to list the runtime (framework label is checked separately)."""
     container = _sdk_trainer_container(runtime)
     if container is None:
-        return [("the Kubeflow SDK finds no trainer container (a container named node in a job with the "
+        return [_problem("the Kubeflow SDK finds no trainer container (a container named node in a job with the "
                  f"{labels.ANCESTOR_STEP} label)", "label the trainer job and name its container node")]
     limits = (container.get("resources") or {}).get("limits") or {}
     if limits and not any(k in SDK_DEVICE_LIMITS or k.startswith(SDK_MIG_PREFIX) for k in limits):
-        return [(f"the Kubeflow SDK cannot tell the trainer's device from its limits {sorted(limits)}; "
+        return [_problem(f"the Kubeflow SDK cannot tell the trainer's device from its limits {sorted(limits)}; "
                  "TrainerClient.list_runtimes() fails for every namespace that has this runtime",
                  "add a cpu (or accelerator) limit to the node container, or drop its limits")]
     return []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -179,8 +180,28 @@ def write_lock(root: Path, lock: Mapping[str, Any]) -> None:
     _atomic_write(root / LOCK_FILE, json.dumps(lock, indent=2, sort_keys=False) + "\n")
 
 
+_COMMENT = re.compile(r"^\s*(#|\{#).*$", re.MULTILINE)
+_SEMVER_TEXT = r"\d+\.\d+\.\d+"
+
+
+def retarget_release_headers(text: str, from_version: str, to_version: str) -> str:
+    """Comments that say which release a file belongs to, made to say the new one.
+
+    A release's files name their own version only in comments (``# Parameters of catalog release
+    1.1.0 ...``); the version labels of the runtimes come from the catalog at render time. In comment
+    lines, ``catalog release <any version>`` and ``release <from_version>`` become ``to_version``; other
+    versions (upstream ones, ``v2.3.0``) are left alone.
+    """
+    own = re.compile(rf"\b(catalog release\s+){_SEMVER_TEXT}(?![\w.])|\b(release\s+){re.escape(from_version)}(?![\w.])")
+
+    def comment(match: re.Match) -> str:
+        return own.sub(lambda m: f"{m.group(1) or m.group(2)}{to_version}", match.group(0))
+
+    return _COMMENT.sub(comment, text)
+
+
 def copy_release_sources(root: Path, from_version: str, to_version: str) -> None:
-    """Copy a release's files to a new release directory (all or nothing)."""
+    """Copy a release's files to a new release directory (all or nothing), its version headers retargeted."""
     source = root / RELEASES_DIR / from_version
     target = root / RELEASES_DIR / to_version
     if target.exists():
@@ -191,7 +212,8 @@ def copy_release_sources(root: Path, from_version: str, to_version: str) -> None
     try:
         for path in sorted(source.iterdir()):
             if path.is_file() and (path.name.endswith(TEMPLATE_SUFFIX) or path.name == VALUES_FILE):
-                shutil.copy2(path, staging / path.name)
+                (staging / path.name).write_text(retarget_release_headers(path.read_text(), from_version, to_version))
+                shutil.copystat(path, staging / path.name)
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

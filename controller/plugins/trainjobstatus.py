@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainyard.k8s import TRAINER_API_VERSION, TRAINER_GROUP, TRAINJOBS
+
 from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
@@ -24,7 +26,7 @@ MOUNT_PATH = "/var/run/secrets/kubeflow/trainer"
 CA_FILE, TOKEN_FILE = "ca.crt", "token"
 TOKEN_VOLUME = "kubeflow-trainer-token"
 TOKEN_EXPIRY_SECONDS = 3600
-AUDIENCE_PREFIX = "trainer.kubeflow.org"
+AUDIENCE_PREFIX = TRAINER_GROUP
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class StatusServerConfig:
 
 
 def status_path(namespace: str, name: str) -> str:
-    return f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"
+    return f"/apis/{TRAINER_API_VERSION}/namespaces/{namespace}/{TRAINJOBS}/{name}/status"
 
 
 def token_audience(namespace: str, name: str) -> str:

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from trainyard.controller.crds import crd_objects
+from trainyard.k8s import part_of_trainyard
 from trainyard.platform import controller_objects as ctl
 from trainyard.platform import upstream
 from trainyard.platform.components.kube import child, register, with_crd_await
@@ -41,8 +42,8 @@ def crd_policy(protect: bool, retain: bool):
 
 def chart_namespace(name: str, parent: pulumi.Resource) -> pulumi.Resource:
     """Helm charts do not create their release namespace (`helm --create-namespace` does); we do."""
-    return register({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
-        "app.kubernetes.io/part-of": "trainyard"}}}, child(parent))
+    return register({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": part_of_trainyard()}},
+                    child(parent))
 
 
 class Crds(pulumi.ComponentResource):

@@ -10,6 +10,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from trainyard.k8s import CRD_UNPROTECTED_LABEL
 from trainyard.platform.policy_pack.checks import CRD_TYPE, tenant_coverage_violations, wildcard_violations
 
 
@@ -20,7 +21,7 @@ def _no_wildcards(args: ResourceValidationArgs, report: ReportViolation) -> None
 
 def _crds_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == CRD_TYPE and not args.opts.protect and args.props.get("metadata", {}).get(
-            "labels", {}).get("trainyard.dev/crd-unprotected") != "true":
+            "labels", {}).get(CRD_UNPROTECTED_LABEL) != "true":
         report("CRDs must be protected: deleting one deletes every object of its kind (set policies.protectCrds)")
 
 

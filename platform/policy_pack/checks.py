@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from trainyard.k8s import GPU_RESOURCE, TENANT_LABEL, VOLCANO_API_VERSION, pulumi_type
+
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
 QUOTA_TYPE = "kubernetes:core/v1:ResourceQuota"
 ROLE_BINDING_TYPE = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
-QUEUE_TYPE = "kubernetes:scheduling.volcano.sh/v1beta1:Queue"
+QUEUE_TYPE = pulumi_type(VOLCANO_API_VERSION, "Queue")
 GUARD_TYPE = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 ROLE_TYPES = ("kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
 CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
-TENANT_LABEL = "trainyard.dev/tenant"
-GPU_QUOTA = "requests.nvidia.com/gpu"
+GPU_QUOTA = f"requests.{GPU_RESOURCE}"
 
 
 def wildcard_violations(resource_type: str, props: dict) -> list[str]:

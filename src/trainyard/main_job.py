@@ -7,6 +7,7 @@ from typing import Callable
 
 from trainyard import stack_deploy
 from trainyard.cluster import local
+from trainyard.k8s import QUEUES, VOLCANO_GROUP, resource_name
 from trainyard.paths import repo_root
 from trainyard.stack_deploy import StackError
 
@@ -27,7 +28,7 @@ def closing_hint(cluster: str, stack: str = stack_deploy.LOCAL_STACK) -> str:
     example = repo_root() / EXAMPLE_TRAINJOB
     steps = [
         (f"export KUBECONFIG={state.get('kubeconfig')}", ""),
-        ("kubectl get queues.scheduling.volcano.sh", "tenant queues (Open)"),
+        (f"kubectl get {resource_name(QUEUES, VOLCANO_GROUP)}", "tenant queues (Open)"),
         ("kubectl get trainingruntimes -n team-a", "the runtimes team-a's catalog release pins"),
         ("kubectl get clustertrainingruntimes", "the current catalog release"),
         (f"kubectl create -f {example} --as alice --as-group team-a-users", "a first TrainJob, as a tenant user"),

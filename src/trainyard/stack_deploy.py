@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import yaml
 
 from trainyard.cluster.spec import ClusterSpec, kube_context
+from trainyard.errors import TrainyardError
 from trainyard.paths import repo_root
 from trainyard.platform.stack_config import NAMESPACE, parse_stack_config, stack_values
 
@@ -29,7 +30,7 @@ PULUMI_PASSES = {"up": ("up", "--yes", "--non-interactive", "--skip-preview"),
                  "destroy": ("destroy", "--yes", "--non-interactive", "--skip-preview")}
 
 
-class StackError(RuntimeError):
+class StackError(TrainyardError, RuntimeError):
     """A stack cannot be run; the message says why and what to do."""
 
 

@@ -9,15 +9,16 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from trainyard.cluster.local import ClusterError
+from trainyard.k8s import PRIORITY_CLASS_LABEL as PRIORITY_LABEL  # noqa: F401 (the tenant tests import these)
+from trainyard.k8s import TRAINER_GROUP as GROUP
+from trainyard.k8s import TRAINER_VERSION as VERSION
+from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION  # noqa: F401
 from trainyard.platform import tenant_objects as objs
 from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantGroups, TenantQuota, TenantSpec
 from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
 from trainyard.queues.volcano_queues import QueueSpec
 
-GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-PRIORITY_LABEL = "trainyard.dev/priority-class"
 FAILED = "ResourcesCreationFailed"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainyard import k8s
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 
@@ -271,7 +272,7 @@ def test_torchtune_trainjob_gets_the_rewritten_tune_command(cluster):
                    "trainer": {"command": ["tune", "run"], "args": ["epochs=1", lora]}}}
     create(cluster, tj)
     js = cluster.wait(lambda: jobset(cluster, "ft", ns), what="the JobSet")
-    node_job = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")
+    node_job = k8s.find_job(js["spec"], "node")
     (node,) = node_job["template"]["spec"]["template"]["spec"]["containers"]
     assert node["command"] == ["tune", "run", "--rdzv_endpoint=ft-node-0-0.ft:29500", "lora_finetune_distributed",
                                "--config", "llama3_2/1B_lora", "output_dir=/workspace/output",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import requests
 
+from trainyard import k8s
+
 from test_trainjob_controller import condition, create, get, jobset, runtime, trainjob  # noqa: F401 (runtime: fixture)
 
 pytestmark = pytest.mark.integration
@@ -31,7 +33,7 @@ def _has_service_account(cluster, namespace: str, name: str) -> bool:
 
 def _pod_view(js: dict) -> tuple[dict, str]:
     """The trainer container's env and the audience of its projected token, from the JobSet."""
-    node_job = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")
+    node_job = k8s.find_job(js["spec"], "node")
     pod = node_job["template"]["spec"]["template"]["spec"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     (volume,) = [v for v in pod["volumes"] if v["name"] == "kubeflow-trainer-token"]

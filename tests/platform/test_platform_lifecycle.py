@@ -11,6 +11,8 @@ import uuid
 
 import pytest
 
+from trainyard import k8s
+
 pytestmark = pytest.mark.integration
 
 TENANT, OTHER = "team-a", "team-b"
@@ -133,7 +135,7 @@ def test_data_scientist_trains_with_the_kubeflow_sdk(platform, cluster, caplog):
     tune = client.train(runtime=runtimes["torchtune-llama3.2-1b"], trainer=BuiltinTrainer(
         config=TorchTuneConfig(epochs=1, peft_config=LoraConfig(lora_attn_modules=["q_proj", "v_proj"]))))
     js = cluster.wait(lambda: _get(cluster, "jobset.x-k8s.io", "v1alpha2", TENANT, "jobsets", tune), what="the JobSet")
-    node = next(j for j in js["spec"]["replicatedJobs"] if j["name"] == "node")["template"]["spec"]["template"]["spec"]["containers"][0]
+    node = k8s.find_job(js["spec"], "node")["template"]["spec"]["template"]["spec"]["containers"][0]
     assert node["command"][:7] == ["tune", "run", f"--rdzv_endpoint={tune}-node-0-0.{tune}:29500",
                                    "lora_finetune_distributed", "--config", "llama3_2/1B_lora", "output_dir=/workspace/output"]
     assert "epochs=1" in node["args"] and "model.lora_attn_modules=[q_proj,v_proj]" in node["args"]

@@ -13,16 +13,18 @@ from pathlib import Path
 
 import yaml
 
+from trainyard import k8s as K
 from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.errors import TrainyardError
 from trainyard.paths import cache_dir
 from trainyard.toolchain.versions import tool
 
 REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(TrainyardError, RuntimeError):
     """A problem the user can fix; the message says how."""
 
 
@@ -233,8 +235,9 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     for key in ("jobset-crds", "volcano-crds"):
         for path in manifests[key]:
             kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    kc("wait", "--for=condition=Established", "--timeout=60s", "crd/jobsets.jobset.x-k8s.io",
-       "crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh", "crd/hypernodes.topology.volcano.sh")
+    kc("wait", "--for=condition=Established", "--timeout=60s", f"crd/{K.resource_name(K.JOBSETS, K.JOBSET_GROUP)}",
+       f"crd/{K.resource_name(K.QUEUES, K.VOLCANO_GROUP)}", f"crd/{K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP)}",
+       f"crd/{K.resource_name('hypernodes', K.VOLCANO_TOPOLOGY_GROUP)}")
     kc("create", "namespace", cluster_spec.VOLCANO_NAMESPACE)
 
     ca_pem = certs.write_serving_pair(paths.certs)

@@ -15,10 +15,8 @@ from pathlib import Path
 
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
+from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
 
-GPU_RESOURCE = "nvidia.com/gpu"
-RACK_LABEL = "trainyard.dev/rack"
-SPINE_LABEL = "trainyard.dev/spine"
 VOLCANO_NAMESPACE = "volcano-system"
 SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
@@ -217,7 +215,7 @@ def jobset_config(spec: ClusterSpec, cert_dir: Path) -> dict:
     """JobSet manager Configuration for running out of cluster: own certs, no leader election."""
     ports = spec.ports
     return {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "apiVersion": config_api_version(JOBSET_GROUP),
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
@@ -237,7 +235,7 @@ def trainer_config(spec: ClusterSpec) -> dict:
     """
     ports = spec.ports
     return {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "apiVersion": config_api_version(TRAINER_GROUP),
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
         "certManagement": {"enable": False},

@@ -17,6 +17,7 @@ from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.local import ClusterError, ClusterPaths
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.k8s import TRAINER_GROUP
 from trainyard.toolchain.versions import tool
 
 PROCESS = "trainjob-controller"
@@ -45,7 +46,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
     from trainyard.controller.crds import crd_objects
     from trainyard.controller.webhook_server import webhook_configuration
 
-    echo("installing the trainer.kubeflow.org CRDs and starting trainyard's TrainJob controller")
+    echo(f"installing the {TRAINER_GROUP} CRDs and starting trainyard's TrainJob controller")
     crds = crd_objects()
     kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(crds))
     kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{c['metadata']['name']}" for c in crds])
@@ -71,7 +72,7 @@ def upstream_manifests() -> dict[str, list[Path]]:
 
     base = module_dir(tool("kubeflow-trainer"), TRAINER_MODULE) / "manifests" / "base"
     return {
-        "crds": sorted((base / "crds").glob("trainer.kubeflow.org_*.yaml")),
+        "crds": sorted((base / "crds").glob(f"{TRAINER_GROUP}_*.yaml")),
         "webhooks": [base / "webhook" / "manifests.yaml"],
         "MutatingWebhookConfiguration": [base / "webhook" / "patch_mutating.yaml"],
         "ValidatingWebhookConfiguration": [base / "webhook" / "patch_validating.yaml"],

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from trainyard.errors import TrainyardError
 from trainyard.toolchain import recipes
 from trainyard.toolchain.versions import Tool, all_tools, tool as lookup_tool
 
 
-class ToolBuildError(RuntimeError):
+class ToolBuildError(TrainyardError, RuntimeError):
     """A tool failed to build; names the tool and its log."""
 
     def __init__(self, tool: Tool, log: Path, detail: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -123,6 +124,20 @@ def test_new_then_release_moves_current(catalog_dir):
     diff = run(catalog_dir, "diff", "1.2.0", "1.3.0").stdout
     assert "  ~ jax-distributed (changed)" in diff and diff.count("(changed)") == 1
     assert run(catalog_dir, "lint").exit_code == 0
+
+
+def test_new_retargets_the_version_headers_of_the_copied_release(catalog_dir):
+    values = catalog_dir / "releases/1.2.0/values.yaml"
+    assert values.read_text().startswith("# Parameters of catalog release ")
+    template = catalog_dir / "releases/1.2.0/jax-distributed.yaml.j2"
+    template.write_text("# jax runtime of release 1.2.0 (upstream v2.3.0)\n" + template.read_text())
+    assert run(catalog_dir, "new", "1.3.0", "--from", "1.2.0").exit_code == 0
+    copied = sorted((catalog_dir / "releases/1.3.0").iterdir())
+    comments = [line for path in copied for line in path.read_text().splitlines() if line.lstrip().startswith(("#", "{#"))]
+    named = [line for line in comments if re.search(r"release \d+\.\d+\.\d+", line)]
+    assert named and all("release 1.3.0" in line for line in named), named
+    assert (catalog_dir / "releases/1.3.0/values.yaml").read_text().startswith("# Parameters of catalog release 1.3.0 (")
+    assert "# jax runtime of release 1.3.0 (upstream v2.3.0)" in (catalog_dir / "releases/1.3.0/jax-distributed.yaml.j2").read_text()
 
 
 def _edit_draft_template(root: Path) -> None:

@@ -6,7 +6,9 @@ import copy
 
 import pytest
 
-ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+from trainyard import k8s
+
+ANCESTOR = k8s.LABEL_ANCESTOR
 
 
 def job(name, ancestor=None, containers=None, init_containers=None, **pod):
@@ -55,7 +57,7 @@ def the_jobset(objects):
 
 
 def rjob(jobset, name):
-    return next(j for j in jobset["spec"]["replicatedJobs"] if j["name"] == name)
+    return k8s.find_job(jobset["spec"], name)
 
 
 def container(jobset, job_name, container_name="node", init=False):

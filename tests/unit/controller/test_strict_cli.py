@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from trainyard.cli import app
 from trainyard.controller.errors import InputError
-from trainyard.controller.quantity import parse_quantity
+from trainyard.k8s import parse_quantity
 
 from ctl_builders import job, runtime, trainjob
 

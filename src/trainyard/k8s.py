@@ -1,0 +1,217 @@
+"""Kubernetes names and helpers every trainyard package shares (controller, runtimes, queues, platform,
+the CLI and the benchmarks): API groups and versions, well-known labels and annotations, resource
+quantities, and read access to a JobSet's replicated jobs.
+
+Pure and dependency-free (besides the `kubernetes` client's quantity arithmetic), so any package
+imports it without a cycle. Tests keep literal strings where they state what the API must show.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from kubernetes.utils import parse_quantity as _k8s_parse_quantity
+
+from trainyard.errors import InputError
+
+# ---- API groups and versions ---------------------------------------------------------------------
+
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+"""The storage version; every served version has the same schema."""
+TRAINER_SERVED_VERSIONS = ("v1alpha1", "v2alpha1")
+TRAINER_API_VERSION = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
+
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_VERSION = "v1beta1"
+VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+VOLCANO_TOPOLOGY_GROUP = "topology.volcano.sh"
+VOLCANO_BATCH_GROUP = "batch.volcano.sh"
+
+COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+COSCHEDULING_VERSION = "v1alpha1"
+COSCHEDULING_API_VERSION = f"{COSCHEDULING_GROUP}/{COSCHEDULING_VERSION}"
+
+SCHEDULING_GROUP = "scheduling.k8s.io"
+"""PriorityClasses (core Kubernetes)."""
+
+TRAINJOBS, TRAININGRUNTIMES, CLUSTERTRAININGRUNTIMES = "trainjobs", "trainingruntimes", "clustertrainingruntimes"
+JOBSETS, PODGROUPS, QUEUES = "jobsets", "podgroups", "queues"
+
+
+def resource_name(plural: str, group: str) -> str:
+    """`<plural>.<group>`: a CRD's name, what `kubectl get` and NotFound messages say."""
+    return f"{plural}.{group}"
+
+
+def config_api_version(group: str, version: str = "v1alpha1") -> str:
+    """The apiVersion of a controller's own configuration file (`config.<group>/<version>`)."""
+    return f"config.{group}/{version}"
+
+
+def pulumi_type(api_version: str, kind: str) -> str:
+    """The Pulumi Kubernetes provider's type token of a kind (`kubernetes:<group>/<version>:<Kind>`)."""
+    return f"kubernetes:{api_version if '/' in api_version else 'core/' + api_version}:{kind}"
+
+
+# ---- well-known labels and annotations -----------------------------------------------------------
+
+# Upstream Kubeflow Trainer.
+LABEL_FRAMEWORK = f"{TRAINER_GROUP}/framework"
+LABEL_ANCESTOR = f"{TRAINER_GROUP}/trainjob-ancestor-step"
+LABEL_SUPPORT = f"{TRAINER_GROUP}/support"
+SUPPORT_DEPRECATED = "deprecated"
+LABEL_WEBHOOK_VALIDATION = f"{TRAINER_GROUP}/webhook-validation"
+MANAGED_BY_CONTROLLER = f"{TRAINER_GROUP}/trainjob-controller"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+# Schedulers and batch.
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_QUEUE_ANNOTATION = f"{VOLCANO_GROUP}/queue-name"
+COSCHEDULING_POD_GROUP_LABEL = f"{COSCHEDULING_GROUP}/pod-group"
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+GPU_RESOURCE = "nvidia.com/gpu"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+
+
+def part_of_trainyard() -> dict[str, str]:
+    """The label every object trainyard installs carries (a new dict each call; callers add to it)."""
+    return {PART_OF_LABEL: "trainyard"}
+
+
+# trainyard's platform layer.
+TRAINYARD_DOMAIN = "trainyard.dev"
+TENANT_LABEL = f"{TRAINYARD_DOMAIN}/tenant"
+NAMESPACE_QUEUE_LABEL = f"{TRAINYARD_DOMAIN}/queue"
+NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  # comma-separated
+NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
+PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
+CATALOG_VERSION_LABEL = f"{TRAINYARD_DOMAIN}/catalog-version"
+CATALOG_RUNTIME_LABEL = f"{TRAINYARD_DOMAIN}/catalog-runtime"
+MPI_IMPLEMENTATION_LABEL = f"{TRAINYARD_DOMAIN}/mpi-implementation"
+CRD_UNPROTECTED_LABEL = f"{TRAINYARD_DOMAIN}/crd-unprotected"
+RACK_LABEL = f"{TRAINYARD_DOMAIN}/rack"
+SPINE_LABEL = f"{TRAINYARD_DOMAIN}/spine"
+
+
+# ---- resource quantities (exact fractions) -------------------------------------------------------
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+            "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+            "P": Fraction(10**15), "E": Fraction(10**18)}
+QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+"""The CRD's (and apimachinery's) quantity grammar: what the API server accepts, nothing more."""
+_GRAMMAR = re.compile(QUANTITY_PATTERN)
+MAX_EXPONENT = 36
+"""Beyond any real resource; bounds the exact arithmetic ('1e999999999' would take forever)."""
+_HINT = "use a number or a string such as '4', '500m', '16Gi' (binary) or '16G' (decimal)"
+
+
+def parse_quantity(value: object, field: str = "quantity") -> Fraction:
+    """Parse '500m', '16Gi', 2, '1e3' into an exact number as the API server does; raise InputError naming
+    `field` otherwise. The arithmetic is the `kubernetes` client's parser; the grammar check in front of
+    it refuses what that parser is lenient about ('1K', '1_000', 'NaN', ' 2 ')."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"invalid quantity {value!r}; {_HINT}", field)
+    text = value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    if not _GRAMMAR.match(text):
+        raise InputError(f"invalid quantity {value!r}: not in the Kubernetes quantity grammar (the API server "
+                         f"refuses it); {_HINT}", field)
+    try:
+        amount = _k8s_parse_quantity(text)
+    except (ValueError, ArithmeticError):
+        amount = None
+    if amount is None or not amount.is_finite() or abs(amount.adjusted()) > MAX_EXPONENT:
+        raise InputError(f"invalid quantity {value!r}: out of range (at most 10^{MAX_EXPONENT}); {_HINT}", field)
+    return Fraction(amount)
+
+
+def quantity_or_none(value: object) -> Fraction | None:
+    """An exact amount, or None when the value is not a Kubernetes quantity."""
+    if isinstance(value, Fraction):
+        return value
+    try:
+        return parse_quantity(value)
+    except InputError:
+        return None
+
+
+def is_binary(value: object) -> bool:
+    return isinstance(value, str) and value.strip()[-2:] in _BINARY
+
+
+def format_quantity(amount: Fraction, binary: bool = False) -> str:
+    """Canonical text: the largest suffix that keeps an integer mantissa (as apimachinery prints)."""
+    if binary and amount.denominator == 1 and amount >= 1024:
+        for suffix, factor in reversed(_BINARY.items()):
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+        return str(amount.numerator)
+    if amount == 0:
+        return "0"
+    # Kubernetes rounds sub-nano precision up.
+    amount = Fraction(math.ceil(amount * 10**9), 10**9)
+    for suffix in ("E", "P", "T", "G", "M", "k", "", "m", "u", "n"):
+        scaled = amount / _DECIMAL[suffix]
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    return f"{math.ceil(amount / _DECIMAL['n'])}n"
+
+
+def ceil_value(value: object, field: str = "quantity") -> int:
+    """apimachinery `Quantity.Value()`: the quantity rounded up to an integer."""
+    return math.ceil(parse_quantity(value, field))
+
+
+# ---- replicated jobs (reading; a wrongly typed level reads as empty, schema checks report it) ------
+
+REPLICATED_JOBS_PATH = "spec.template.spec.replicatedJobs"
+"""Where a runtime (and a JobSet template) lists its replicated jobs."""
+
+
+def mapping(value: object) -> dict:
+    """Reading through user documents: a wrongly typed level reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def jobset_jobs(jobset_spec: object) -> list[dict]:
+    """The replicated jobs of a JobSet spec (`spec.replicatedJobs`), objects only."""
+    jobs = mapping(jobset_spec).get("replicatedJobs")
+    return [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+
+
+def runtime_jobs(runtime: object) -> list[dict]:
+    """The replicated jobs of a (Cluster)TrainingRuntime (`spec.template.spec.replicatedJobs`)."""
+    return jobset_jobs(mapping(mapping(mapping(runtime).get("spec")).get("template")).get("spec"))
+
+
+def find_job(jobset_spec: object, name: str) -> dict | None:
+    """The replicated job called `name` of a JobSet spec, or None."""
+    return next((j for j in jobset_jobs(jobset_spec) if j.get("name") == name), None)
+
+
+def job_labels(job: dict) -> dict:
+    return mapping(mapping(mapping(job.get("template")).get("metadata")).get("labels"))
+
+
+def ancestor_of(job: dict) -> str | None:
+    return job_labels(job).get(LABEL_ANCESTOR)
+
+
+def job_pod_spec(job: dict) -> dict:
+    """`template.spec.template.spec` of a replicated job (the pod spec), {} where a level is missing."""
+    return mapping(mapping(mapping(mapping(job.get("template")).get("spec")).get("template")).get("spec"))
+
+
+def job_containers(job: dict, init: bool = False) -> list[dict]:
+    """The (init) containers of a job's pod template, for reading (nothing is created)."""
+    listed = job_pod_spec(job).get("initContainers" if init else "containers")
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
