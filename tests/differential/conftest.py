@@ -21,6 +21,13 @@ DIFF_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_DIFF_CLUSTER", "trainy
                            feature_gates="TrainJobStatus=false", trainjob_controller="upstream")
 
 
+def pytest_terminal_summary(terminalreporter):
+    from diff_compare import SUMMARY  # figures of this run (tests/differential is on sys.path by now)
+
+    for line in SUMMARY:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def diff_cluster():
     ensure_built(*local.REQUIRED_TOOLS, "kubeflow-trainer")

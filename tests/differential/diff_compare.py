@@ -23,6 +23,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d
 PEM = re.compile(r"^-----BEGIN ([A-Z0-9 ]+)-----\n")
 SSH_PUBLIC = re.compile(r"^((?:ssh|ecdsa|sk)-[a-z0-9@.-]+) [A-Za-z0-9+/=]+")
 MISSING = object()
+SUMMARY: list[str] = []  # one line of figures per run, printed by conftest's pytest_terminal_summary
 QUANTITY_MAPS = ("limits", "requests", "minResources")
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 import diff_cases
-from diff_compare import Difference, compare_case, load_allow_list, normalize_object, unexplained
+from diff_compare import SUMMARY, Difference, compare_case, load_allow_list, normalize_object, unexplained
 from diff_phase import Api, clean_up, run_phase
 from trainyard.cluster import local
 from trainyard.cluster.trainer_controllers import stop_trainjob_controller, switch_trainjob_controller
@@ -49,12 +49,14 @@ def run(diff_cluster):
     cluster_runtimes = sorted({r["metadata"]["name"] for c in cases for r in c.runtimes + extra
                                if r["kind"] == "ClusterTrainingRuntime"})
 
+    controllers = {"upstream": _controller_state(diff_cluster.name)}
     upstream = run_phase(api, "upstream", NAMESPACES["upstream"], cases, invalid, extra)
     stop_trainjob_controller(diff_cluster.name)
     clean_up(api, NAMESPACES["upstream"], cluster_runtimes)
     t0 = time.monotonic()
     switch_trainjob_controller(diff_cluster.name, "trainyard", echo=lambda *_: None)
     switched = time.monotonic() - t0
+    controllers["trainyard"] = _controller_state(diff_cluster.name)
     trainyard = run_phase(api, "trainyard", NAMESPACES["trainyard"], cases, invalid, extra,
                           only=set(upstream.accepted))
 
@@ -79,12 +81,25 @@ def run(diff_cluster):
                                           trainyard.admission[case]))
     allowed = load_allow_list()
     left = unexplained(differences, allowed)
-    result = {"cases": cases, "upstream": upstream, "trainyard": trainyard, "differences": differences,
+    result = {"controllers": controllers, "cases": cases, "upstream": upstream, "trainyard": trainyard, "differences": differences,
               "unexplained": left, "allowed": allowed, "invalid": invalid,
               "seconds": {"upstream": upstream.seconds, "switch": switched, "trainyard": trainyard.seconds,
                           "fixture": time.monotonic() - started}}
     _write_report(result)
     return result
+
+
+def _controller_state(name: str) -> dict:
+    """Which TrainJob controller runs (its command line), the trainjobs CRD's versions, the webhooks."""
+    from trainyard.cluster.processes import ProcessTable
+
+    pid = ProcessTable(local.ClusterPaths.for_name(name).root).load()["trainjob-controller"]
+    crd = json.loads(local.kubectl(name, "get", "crd", "trainjobs.trainer.kubeflow.org", "-o", "json"))
+    hooks = local.kubectl(name, "get", "validatingwebhookconfigurations,mutatingwebhookconfigurations", "-o",
+                          "jsonpath={.items[*].metadata.name}").split()
+    return {"argv": open(f"/proc/{pid}/cmdline").read().replace("\0", " "),
+            "versions": [v["name"] for v in crd["spec"]["versions"]],
+            "webhooks": sorted(h for h in hooks if "trainer" in h), "state": local.read_state(name)["trainjob_controller"]}
 
 
 def _write_report(result: dict) -> None:
@@ -104,6 +119,11 @@ def _write_report(result: dict) -> None:
         "seconds": result["seconds"],
     }
     REPORT.write_text(json.dumps(report, indent=2, default=str))
+    SUMMARY.append(f"differential: {len(result['cases'])} TrainJobs ({dict(report['accepted_by_upstream'])} admitted by "
+                   f"upstream), {report['differences']} differences, {len(result['unexplained'])} unexplained, "
+                   f"{len(result['allowed'])} allow-list entries; invalid table {report['invalid_cases']} cases, "
+                   f"refusal messages differ in {report['invalid_refusal_messages_differ']}; "
+                   f"{result['seconds']['fixture']:.0f} s; figures in {REPORT}")
     RAW.write_text(json.dumps({side: {"namespace": phase.namespace, "accepted": phase.accepted,
                                       "objects": phase.objects} for side, phase in (("upstream", up), ("trainyard", ty))}))
 
@@ -118,6 +138,15 @@ def test_every_catalog_runtime_seed_and_enough_generated_pairs_were_reconciled_b
     for phase in (up, ty):
         produced = [n for n in phase.accepted if len(phase.objects.get(n, [])) < 2]
         assert not produced or phase is ty, f"{phase.which} built nothing for {produced}"
+
+
+def test_each_phase_ran_its_own_controller_crds_and_webhooks(run):
+    """switch_trainjob_controller replaced upstream's manager, CRDs and webhooks by trainyard's."""
+    up, ty = run["controllers"]["upstream"], run["controllers"]["trainyard"]
+    assert "trainer-controller-manager" in up["argv"] and up["versions"] == ["v1alpha1"] and up["state"] == "upstream"
+    assert up["webhooks"] == ["defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org"]
+    assert "trainyard.cli controller run" in ty["argv"] and "v2alpha1" in ty["versions"] and ty["state"] == "trainyard"
+    assert ty["webhooks"] == ["trainyard-trainer-validator"]
 
 
 def test_outputs_are_the_same_or_the_difference_is_allowed(run):
