@@ -193,6 +193,7 @@ class Allowed:
     reason: str
     cases: str = "*"
     when: str | None = None  # only in a TrainJob that also has a difference whose path matches this
+    flaky: bool = False  # upstream is not deterministic there: the entry may match nothing in a run
     matched: int = 0
 
     def matches(self, diff: Difference, case_paths: set[str] = frozenset()) -> bool:
@@ -210,11 +211,12 @@ def load_allow_list(path: Path = ALLOW_LIST) -> list[Allowed]:
     entries = yaml.safe_load(path.read_text())["allowed"]
     out = []
     for entry in entries:
-        unknown = set(entry) - {"path", "side", "reason", "cases", "when"}
+        unknown = set(entry) - {"path", "side", "reason", "cases", "when", "flaky"}
         assert not unknown, f"{path.name}: unknown keys {unknown} in {entry}"
         assert entry.get("reason"), f"{path.name}: entry {entry['path']} has no reason"
         assert entry["side"] in ("upstream", "trainyard", "both", "any"), entry
-        out.append(Allowed(entry["path"], entry["side"], entry["reason"], entry.get("cases", "*"), entry.get("when")))
+        out.append(Allowed(entry["path"], entry["side"], entry["reason"], entry.get("cases", "*"), entry.get("when"),
+                           bool(entry.get("flaky", False))))
     return out
 
 

@@ -136,7 +136,7 @@ def run_phase(api: Api, which: str, namespace: str, cases: list[Case], invalid: 
 
 
 def collect(api: Api, namespace: str) -> dict[str, list[dict]]:
-    """Every TrainJob of the namespace with the objects it controls (JobSets, PodGroups, Secrets, ConfigMaps)."""
+    """Every TrainJob of the namespace with the objects it owns (JobSets, PodGroups, Secrets, ConfigMaps)."""
     out: dict[str, list[dict]] = {}
     for tj in api.list(GROUP, VERSION, "trainjobs", namespace):
         tj.setdefault("kind", "TrainJob")
@@ -146,8 +146,9 @@ def collect(api: Api, namespace: str) -> dict[str, list[dict]]:
                 + api.list_core("ConfigMap", namespace))
     for child in children:
         for ref in child["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == "TrainJob" and ref.get("controller") and ref["name"] in out:
+            if ref.get("kind") == "TrainJob" and ref["name"] in out:  # owned, controller or not
                 out[ref["name"]].append(child)
+                break
     return out
 
 
