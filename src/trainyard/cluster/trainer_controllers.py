@@ -6,6 +6,9 @@ module in place of trainyard's, with upstream's CRDs and webhooks, so both can b
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import signal
 import sys
 import time
 import urllib.request
@@ -13,15 +16,22 @@ from pathlib import Path
 
 import yaml
 
-from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster import certs, local, spec as cluster_spec
 from trainyard.cluster.local import ClusterError, ClusterPaths
-from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.k8s import TRAINER_GROUP
 from trainyard.toolchain.versions import tool
 
 PROCESS = "trainjob-controller"
 UPSTREAM_BINARY = "trainer-controller-manager"
+# The admission webhook configurations each controller registers (by name), removed when it stops: their
+# failurePolicy is Fail, so a stopped controller's webhooks would refuse every write they match.
+WEBHOOK_CONFIGURATIONS = {
+    "upstream": (("mutatingwebhookconfiguration", "defaulter.trainer.kubeflow.org"),
+                 ("validatingwebhookconfiguration", "validator.trainer.kubeflow.org")),
+    "trainyard": (("validatingwebhookconfiguration", "trainyard-trainer-validator"),),
+}
 
 
 def check_built(spec: ClusterSpec) -> None:
@@ -50,7 +60,8 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
     crds = crd_objects()
     kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(crds))
     kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{c['metadata']['name']}" for c in crds])
-    kc("create", "namespace", "trainyard-system")
+    kc("apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(  # exists after a switch back
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "trainyard-system"}}))
     ports = spec.ports
     table.start(ProcessSpec(PROCESS, [
         sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
@@ -137,3 +148,49 @@ def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
         certs.ca_bundle(ca_pem))
     kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(hooks))
 
+
+
+def stop_trainjob_controller(cluster_name: str, timeout: float = 30.0) -> None:
+    """Stop a running local cluster's TrainJob controller (whichever runs) and remove both controllers'
+    webhook configurations; CRDs and every object stay."""
+    paths = ClusterPaths.for_name(cluster_name)
+    state = local.read_state(cluster_name)
+    if not state:
+        raise ClusterError(f"cluster {cluster_name!r} does not exist")
+    table = ProcessTable(paths.root)
+    pid = table.load().get(PROCESS)
+    if pid and pid_alive(pid):
+        table.kill(PROCESS, signal.SIGTERM)
+        if pid_alive(pid):
+            table.kill(PROCESS, signal.SIGKILL)
+    port = ClusterSpec(**state["spec"]).ports.port("controller_webhook")
+    deadline = time.monotonic() + timeout
+    while port_in_use(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for kind, name in (item for items in WEBHOOK_CONFIGURATIONS.values() for item in items):
+        local.kubectl(cluster_name, "delete", kind, name, "--ignore-not-found")
+
+
+def switch_trainjob_controller(cluster_name: str, which: str, echo=print) -> None:
+    """Stop the running cluster's TrainJob controller, install `which` one's CRDs and webhooks, start it.
+
+    For differential tests: the same TrainJobs reconciled by Kubeflow Trainer's controller and by trainyard's
+    on one cluster, in turn. The CRDs are applied by the same field manager, so the other's versions and
+    schemas are replaced, not merged.
+    """
+    state = local.read_state(cluster_name)
+    if not state:
+        raise ClusterError(f"cluster {cluster_name!r} does not exist")
+    spec = dataclasses.replace(ClusterSpec(**state["spec"]), trainjob_controller=which)  # validates `which`
+    check_built(spec)
+    paths = ClusterPaths.for_name(cluster_name)
+    stop_trainjob_controller(cluster_name)
+
+    def kc(*args: str, input_text: str | None = None) -> str:
+        return local.kubectl(cluster_name, *args, input_text=input_text)
+
+    ca_pem = (paths.certs / "ca.crt").read_bytes()
+    start_trainjob_controller(spec, paths, ProcessTable(paths.root), kc, ca_pem, echo)
+    state["spec"] = dataclasses.asdict(spec)
+    state["trainjob_controller"] = which
+    paths.state.write_text(json.dumps(state, indent=2))
