@@ -31,8 +31,12 @@ def runtime_node_resources(info: RuntimeInfo) -> dict | None:
 
 
 def resources_per_node(info: RuntimeInfo) -> dict:
-    """trainer.resourcesPerNode when set (NOT the merged result, as upstream), else the runtime's."""
-    return (info.trainer or {}).get("resourcesPerNode") or runtime_node_resources(info) or {}
+    """trainer.resourcesPerNode when set, even to {} (upstream tests the pointer; NOT the merged result),
+    else the runtime's."""
+    trainer = info.trainer or {}
+    if trainer.get("resourcesPerNode") is not None:
+        return trainer["resourcesPerNode"]
+    return runtime_node_resources(info) or {}
 
 
 def master_host(info: RuntimeInfo) -> str:

@@ -28,8 +28,8 @@ UPSTREAM_BINARY = "trainer-controller-manager"
 # The admission webhook configurations each controller registers (by name), removed when it stops: their
 # failurePolicy is Fail, so a stopped controller's webhooks would refuse every write they match.
 WEBHOOK_CONFIGURATIONS = {
-    "upstream": (("mutatingwebhookconfiguration", "defaulter.trainer.kubeflow.org"),
-                 ("validatingwebhookconfiguration", "validator.trainer.kubeflow.org")),
+    "upstream": (("mutatingwebhookconfiguration", f"defaulter.{TRAINER_GROUP}"),
+                 ("validatingwebhookconfiguration", f"validator.{TRAINER_GROUP}")),
     "trainyard": (("validatingwebhookconfiguration", "trainyard-trainer-validator"),),
 }
 

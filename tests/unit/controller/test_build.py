@@ -374,6 +374,21 @@ def test_xgboost_env_counts_gpus():
                             ("DMLC_TASK_ID", NODE_RANK), ("DMLC_NUM_WORKER", "8")]
 
 
+@pytest.mark.parametrize("resources_per_node,workers", [
+    ({}, "4"),                                    # set but empty: the TrainJob's (no GPU), as upstream
+    ({"limits": {"nvidia.com/gpu": 2}}, "8"),
+    (None, "32"),                                 # unset: the runtime's 8 GPUs per node
+], ids=["empty", "two-gpus", "unset"])
+def test_xgboost_workers_follow_the_trainjob_resources_whenever_they_are_set(resources_per_node, workers):
+    """Found by the differential tests against upstream (case gen-143): `{}` was read as unset."""
+    trainer = {"numNodes": 4, **({"resourcesPerNode": resources_per_node} if resources_per_node is not None else {})}
+    rt = runtime(jobs=[job("node", "trainer", containers=[{"name": "node", "image": "img",
+                                                         "resources": {"limits": {"nvidia.com/gpu": "8"}}}])],
+                 ml={"xgboost": {}})
+    node = container(the_jobset(build(trainjob(trainer=trainer), rt)), "node")
+    assert dict(env_of(node))["DMLC_NUM_WORKER"] == workers
+
+
 # ---- PodGroups ---------------------------------------------------------------------------------------
 
 def gang_runtime(policy, **kw):
