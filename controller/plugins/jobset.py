@@ -15,7 +15,6 @@ from ..info import RuntimeInfo
 from ..resources import mirror_extended_limits
 from .framework import Context, ObjectRef
 
-MAX_INT32 = 2**31 - 1
 
 
 def subdomain(info: RuntimeInfo) -> str:
@@ -90,13 +89,14 @@ def apply_scheduler_metadata(info: RuntimeInfo) -> None:
             template.setdefault("metadata", {}).setdefault("annotations", {}).update(info.pod_annotations)
 
 
-def apply_webhook_defaults(spec: dict, name: str) -> None:
-    """What JobSet v0.12.0's defaulting webhook, its CRD defaults and batch/v1 Job defaulting add."""
+def apply_webhook_defaults(spec: dict) -> None:
+    """What JobSet v0.12.0's defaulting webhook and its CRD defaults add (the differential tests against
+    upstream showed that neither sets `network.subdomain` nor a Job template's `backoffLimit`: batch/v1
+    defaults that when the Job is created, outside the JobSet)."""
     spec.setdefault("successPolicy", {"operator": "All"})
     spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
     network = spec.setdefault("network", {})
     network.setdefault("enableDNSHostnames", True)
-    network.setdefault("subdomain", name)
     network.setdefault("publishNotReadyAddresses", True)
     if "failurePolicy" in spec:
         spec["failurePolicy"].setdefault("restartStrategy", "Recreate")
@@ -109,7 +109,6 @@ def apply_webhook_defaults(spec: dict, name: str) -> None:
         job.setdefault("replicas", 1)
         job_spec = k8s.job_spec(job)
         job_spec.setdefault("completionMode", "Indexed")
-        job_spec.setdefault("backoffLimit", MAX_INT32 if "backoffLimitPerIndex" in job_spec else 6)
         k8s.pod_spec(job).setdefault("restartPolicy", "OnFailure")
 
 
@@ -119,7 +118,7 @@ def build_jobset(info: RuntimeInfo) -> dict:
     apply_scheduler_metadata(info)
     info.spec["suspend"] = bool(info.trainjob["spec"].get("suspend", False))
     mirror_extended_limits(info.spec)
-    apply_webhook_defaults(info.spec, info.name)
+    apply_webhook_defaults(info.spec)
     metadata = {"name": info.name, "namespace": k8s.namespace_of(info.trainjob)}
     if info.labels:
         metadata["labels"] = dict(info.labels)

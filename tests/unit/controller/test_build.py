@@ -86,14 +86,15 @@ def test_nothing_applied_when_finished_or_managed_elsewhere(status, managed_by):
 def test_jobset_is_complete_with_webhook_defaults():
     js = the_jobset(build(trainjob(), runtime()))
     spec = js["spec"]
-    assert spec["network"] == {"enableDNSHostnames": True, "subdomain": "tj", "publishNotReadyAddresses": True}
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}  # no subdomain: upstream's
     assert spec["successPolicy"] == {"operator": "All"}
     assert spec["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
     assert spec["suspend"] is False and "failurePolicy" not in spec
     node = rjob(js, "node")
     assert node["replicas"] == 1 and node["groupName"] == "default"
     job_spec = node["template"]["spec"]
-    assert (job_spec["completionMode"], job_spec["backoffLimit"], job_spec["parallelism"], job_spec["completions"]) == ("Indexed", 6, 1, 1)
+    assert (job_spec["completionMode"], job_spec["parallelism"], job_spec["completions"]) == ("Indexed", 1, 1)
+    assert "backoffLimit" not in job_spec, "batch/v1 defaults it when the Job is created, not in the JobSet"
     assert job_spec["template"]["spec"]["restartPolicy"] == "OnFailure"
     assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
 
