@@ -66,7 +66,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
     from trainyard.controller.errors import ControllerError
 
     from . import live
-    from .fit import exit_code, fit, gang_from_objects
+    from .fit import exit_code, fit, gang_from_objects, priority_note
     from .model import nodes_from, pending_reason, pod_group_key, queue_uses
 
     api = live.connect(kubeconfig)
@@ -109,11 +109,9 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
         if final.check == check:
             break
         lines.append(passed[check] + _queue_note(check, gang, queues))
+    if final.check != "quota":
+        lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), live.priority_values(api)))
     lines.append(final.line)
-    queue = queues.get(gang.queue or "default")
-    if queue is not None and queue.pending_gangs and final.outcome == "fits":
-        lines.append(f"  note: {len(queue.pending_gangs)} gang(s) already wait in queue {queue.name}; Volcano orders "
-                     "them by priority, then creation time")
     return lines, exit_code(final)
 
 

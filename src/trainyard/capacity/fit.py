@@ -233,6 +233,18 @@ def fit(gang: Gang, quotas: Iterable[dict], queues: dict[str, QueueUse], nodes: 
     return out + [check_placement(gang, nodes)]
 
 
+def priority_note(gang: Gang, queue: QueueUse | None, values: dict[str, int]) -> str:
+    """The gang's priority and the gangs already waiting in its queue at that priority or above (Volcano orders a
+    queue's gangs by priority, then creation time; without preemption in the profile, nothing running is evicted)."""
+    mine = values.get(gang.priority_class or "", 0)
+    text = f"priority {gang.priority_class or '(none)'} = {mine}"
+    if queue is None or not queue.pending_gangs:
+        return text + f"; no gang waits in queue {gang.queue or 'default'}"
+    ahead = sum(1 for name in queue.pending_priorities if values.get(name or "", 0) >= mine)
+    return text + (f"; {len(queue.pending_gangs)} gang(s) wait in queue {queue.name}, {ahead} of them at this "
+                   "priority or above (they go first)")
+
+
 def exit_code(verdict: Verdict) -> int:
     """0 fits, 1 would wait, 2 refused (admission, or more than a hard quota: it can never start)."""
     return {FITS: 0, WAITS: 1}.get(verdict.outcome, 2)

@@ -63,6 +63,17 @@ def snapshot(api: ApiServer, namespace: str | None = None) -> Snapshot:
     )
 
 
+def priority_values(api: ApiServer) -> dict[str, int]:
+    """PriorityClass name -> value (empty when not allowed to list them)."""
+    classes = _items(api, Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+                     optional=True)
+    return {meta_name(c): int(c.get("value") or 0) for c in classes}
+
+
+def meta_name(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("name", "")
+
+
 def connect(kubeconfig: str | None) -> ApiServer:
     return ApiServer.from_kubeconfig(kubeconfig)
 

@@ -164,9 +164,13 @@ class QueueUse:
     allocated: Resources = field(default_factory=dict)
     inqueue: Resources = field(default_factory=dict)
     """minResources of admitted (Inqueue) gangs not running yet: Volcano holds them for these gangs."""
+    volcano_allocated: Resources = field(default_factory=dict)
+    """Volcano's own figure (Queue `status.allocated`), for comparison."""
     running_gangs: int = 0
     pending_gangs: list[tuple[str, str, str]] = field(default_factory=list)
     """(namespace/name, phase, why) of gangs that wait."""
+    pending_priorities: list[str | None] = field(default_factory=list)
+    """priorityClassName of each waiting gang (same order)."""
 
 
 def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterable[dict],
@@ -183,7 +187,8 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
         out[meta(q).get("name", "")] = QueueUse(
             name=meta(q).get("name", ""), state=status.get("state", ""), weight=int(spec.get("weight") or 1),
             capability=resources(spec.get("capability")), deserved=resources(spec.get("deserved")),
-            guarantee=resources((spec.get("guarantee") or {}).get("resource")))
+            guarantee=resources((spec.get("guarantee") or {}).get("resource")),
+            volcano_allocated=resources(status.get("allocated")))
     for pod in pods:
         queue = pod_queue(pod, groups)
         if queue in out and is_active(pod):
@@ -203,6 +208,19 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
             if phase == "Inqueue":
                 use.inqueue = add(use.inqueue, resources((g.get("spec") or {}).get("minResources")))
             use.pending_gangs.append((f"{key[0]}/{key[1]}", phase or "Pending", why.get(key, "")))
+            use.pending_priorities.append((g.get("spec") or {}).get("priorityClassName"))
+    return out
+
+
+def weight_shares(uses: dict[str, QueueUse], cluster_total: Fraction) -> dict[str, Fraction]:
+    """Each queue's weight share of the cluster's GPUs (the `root` of a hierarchy excluded), capped by its
+    capability: what `proportion` would deserve it if every queue asked for everything."""
+    leaves = {name: use for name, use in uses.items() if name != "root"}
+    total_weight = sum(use.weight for use in leaves.values()) or 1
+    out = {}
+    for name, use in leaves.items():
+        share = cluster_total * use.weight / total_weight
+        out[name] = min(share, use.capability[GPU]) if GPU in use.capability else share
     return out
 
 

@@ -6,7 +6,10 @@ Definitions:
 - fragmented: free GPUs on nodes that cannot host one full 8-GPU pod (0 < free < 8): capacity no
   8-GPU-per-pod gang can use.
 - queue allocated: GPUs of the queue's bound pods; inqueue: minResources of gangs admitted but not
-  running yet (Volcano holds them); deserved/capability/guarantee from the Queue's spec.
+  running yet (Volcano holds them); deserved/capability/guarantee from the Queue's spec (deserved is
+  set there for the `capacity` plugin; `proportion` computes it from weights: weight_share is the
+  queue's weight share of the schedulable GPUs, capped by its capability); volcano_allocated is
+  Volcano's own `status.allocated`, for comparison.
 - pending gangs: PodGroups not running, with why (their Unschedulable condition, or Volcano's enqueue
   event for gangs still outside their queue).
 - tenant quota: every ResourceQuota's hard and used (status), per resource.
@@ -18,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 from .live import Snapshot
-from .model import FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources
+from .model import (FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources,
+                    weight_shares)
 
 
 @dataclass
@@ -62,11 +66,15 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS) -> Report:
                      for key in ("allocatable", "allocated", "free", "fragmented")}
     report.totals["nodes"] = len(nodes)
     why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
-    for use in sorted(queue_uses(snap.queues, snap.pod_groups, snap.pods, why).values(), key=lambda q: q.name):
+    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
+    shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes if n.schedulable), Fraction(0)))
+    for use in sorted(uses.values(), key=lambda q: q.name):
         report.queues.append({
             "queue": use.name, "state": use.state, "weight": use.weight,
+            "weight_share": round(float(shares[use.name]), 1) if use.name in shares else None,
             "deserved": _gpu(use.deserved), "capability": _gpu(use.capability), "guarantee": _gpu(use.guarantee),
             "allocated": number(use.allocated.get(GPU, 0)), "inqueue": number(use.inqueue.get(GPU, 0)),
+            "volcano_allocated": _gpu(use.volcano_allocated),
             "running_gangs": use.running_gangs, "pending_gangs": len(use.pending_gangs)})
         report.pending += [{"queue": use.name, "podgroup": pg, "phase": phase, "why": reason}
                            for pg, phase, reason in use.pending_gangs]
@@ -110,8 +118,9 @@ def render_text(report: Report) -> str:
         f"(free on nodes that cannot host a full {FULL_POD_GPUS}-GPU pod) on {totals.get('nodes', 0)} nodes",
         _table("GPUs by node", report.nodes, ["node", "rack", "spine", *gpu_cols]),
         _table("GPUs by rack", report.racks, ["rack", "spine", "nodes", *gpu_cols, "largest_free_node"]),
-        _table(f"Queues ({GPU})", report.queues, ["queue", "state", "weight", "deserved", "capability", "guarantee",
-                                                  "allocated", "inqueue", "running_gangs", "pending_gangs"]),
+        _table(f"Queues ({GPU})", report.queues, ["queue", "state", "weight", "weight_share", "deserved", "capability",
+                                                  "guarantee", "allocated", "inqueue", "volcano_allocated",
+                                                  "running_gangs", "pending_gangs"]),
     ]
     if report.pending:
         parts.append(_table("Pending gangs", report.pending, ["queue", "podgroup", "phase", "why"]))

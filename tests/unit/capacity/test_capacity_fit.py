@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from trainyard.capacity.fit import (FITS, REFUSED, WAITS, check_placement, check_queue, check_quota, exit_code, fit,
-                                    gang_from_objects, pack)
+                                    gang_from_objects, pack, priority_note)
 from trainyard.capacity.model import nodes_from, queue_uses
 
 from capacity_builders import FOUR, GPU, built, node, pod, pod_group, queue, quota
@@ -125,3 +125,19 @@ def test_first_blocking_check_wins_and_sets_the_exit_code(quotas, capability, bu
     nodes = nodes_from(FOUR, [pod(f"b{i}", name, n, ns="x") for i, (name, n) in enumerate(busy)])
     verdicts = fit(gang_from_objects(built(2, 8)), quotas, queue_uses([queue("team-a", capability)], [], []), nodes)
     assert verdicts[-1].check == check and exit_code(verdicts[-1]) == code
+
+
+@pytest.mark.parametrize("priority,groups,expected", [
+    (None, [], "priority (none) = 0; no gang waits in queue team-a"),
+    ("high", [pod_group("w1", "team-a", 8, phase="Pending")],
+     "priority high = 100; 1 gang(s) wait in queue team-a, 1 of them at this priority or above (they go first)"),
+    ("low", [pod_group("w1", "team-a", 8, phase="Pending"), pod_group("w2", "team-a", 8, phase="Inqueue"),
+             pod_group("w3", "team-a", 8, phase="Pending"), pod_group("r", "team-a", 8, running=1)],
+     "priority low = 1; 3 gang(s) wait in queue team-a, 2 of them at this priority or above (they go first)"),
+], ids=["alone", "high-first", "low-behind"])
+def test_priority_note(priority, groups, expected):
+    gang = gang_from_objects(built(2, 8, priority=priority))
+    for group, klass in zip(groups, ("high", "low")):  # w1 high, w2 low, w3 none
+        group["spec"]["priorityClassName"] = klass
+    use = queue_uses([queue("team-a", 32)], groups, [])["team-a"]
+    assert priority_note(gang, use, {"high": 100, "low": 1}) == expected

@@ -45,8 +45,9 @@ def test_gpus_by_node_and_rack(report):
 
 def test_queues_and_pending_gangs_with_why(report):
     team_a = next(q for q in report.queues if q["queue"] == "team-a")
-    assert team_a == {"queue": "team-a", "state": "Open", "weight": 1, "deserved": 16, "capability": 24,
-                      "guarantee": None, "allocated": 16, "inqueue": 0, "running_gangs": 1, "pending_gangs": 1}
+    assert team_a == {"queue": "team-a", "state": "Open", "weight": 1, "weight_share": 16.0, "deserved": 16,
+                      "capability": 24, "guarantee": None, "allocated": 16, "inqueue": 0, "volcano_allocated": None,
+                      "running_gangs": 1, "pending_gangs": 1}
     assert report.pending == [{"queue": "team-a", "podgroup": "ns/wait", "phase": "Pending",
                                "why": "queue resource quota insufficient: insufficient nvidia.com/gpu"}]
 
@@ -88,3 +89,20 @@ def test_text_and_html(report, tmp_path):
     for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"):
         assert f'src="{png}"' in page and (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "report.json").exists() and "<h2>Tenant quotas</h2>" in page
+
+
+@pytest.mark.parametrize("queues,expected", [
+    ([queue("a", weight=3), queue("b", weight=1)], {"a": 24.0, "b": 8.0}),
+    ([queue("a", capability=8, weight=3), queue("b", weight=1), queue("root", weight=1)], {"a": 8.0, "b": 8.0,
+                                                                                            "root": None}),
+])
+def test_weight_share(queues, expected):
+    snap = snapshot()
+    snap.queues = queues
+    assert {q["queue"]: q["weight_share"] for q in build_report(snap).queues} == expected
+
+
+def test_volcanos_own_allocated_figure_is_shown():
+    snap = snapshot()
+    snap.queues[0]["status"]["allocated"] = {GPU: "16", "cpu": "0"}
+    assert next(q for q in build_report(snap).queues if q["queue"] == "team-a")["volcano_allocated"] == 16
