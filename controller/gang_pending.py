@@ -156,7 +156,10 @@ def _pod_group_events(api, group: dict) -> list[dict]:
 def report(api, trainjob: dict, existing: Iterable[dict]) -> GangPending | None:
     """Emit the Event for the TrainJob's waiting gang among `existing` (what reconcile read); returns the verdict.
 
-    The PodGroup's events are only listed when its condition says it waits."""
+    The PodGroup's events are only listed when its condition says it waits. A suspended TrainJob waits on
+    purpose (its JobSet has no pods): nothing is reported."""
+    if k8s.mapping(trainjob.get("spec")).get("suspend"):
+        return None
     name, namespace = k8s.name_of(trainjob), k8s.namespace_of(trainjob)
     own = [o for o in existing if o.get("kind") == "PodGroup" and k8s.name_of(o) == name
            and k8s.namespace_of(o) == namespace and waiting(o) is not None]

@@ -125,3 +125,11 @@ def test_reconcile_of_a_scheduled_gang_lists_no_events_and_posts_nothing():
     api = FakeApiServer(tj, rt, pod_group(phase="Running", running=2, conditions=[unschedulable()]))
     reconcile(api, "ns", "tj")
     assert api.events == [] and "Event" not in api.verbs("list")
+
+
+def test_a_suspended_trainjob_waits_on_purpose_and_gets_no_event():
+    tj = trainjob(suspend=True)
+    rt = runtime(ml={"torch": {}}, pod_group={"volcano": {}})
+    api = FakeApiServer(tj, rt, pod_group(conditions=[unschedulable()]))
+    reconcile(api, "ns", "tj")
+    assert api.events == [] and "Event" not in api.verbs("list")
