@@ -52,8 +52,15 @@ def _is_gang_summary(message: str) -> bool:
     return "tasks in gang unschedulable" in message
 
 
+ENQUEUE_WINDOW_SECONDS = 30
+
+
 def enqueue_cause(events: Iterable[dict], pod_group: dict) -> str:
-    """The newest Volcano `Unschedulable` event of `pod_group` that is not the gang summary (the enqueue verdict)."""
+    """Volcano's enqueue verdicts for `pod_group`: its `Unschedulable` events other than the gang summary, those
+    seen within 30 s of the newest (several plugins refuse in the same session, e.g. `proportion`'s "queue
+    resource quota insufficient" and `overcommit`'s "resource in cluster is overused"), sorted and joined."""
+    from .status import parse_time
+
     meta = k8s.mapping(pod_group.get("metadata"))
     found = []
     for event in events:
@@ -62,9 +69,20 @@ def enqueue_cause(events: Iterable[dict], pod_group: dict) -> str:
                 or (meta.get("uid") and involved.get("uid") and involved.get("uid") != meta.get("uid")):
             continue
         message = str(event.get("message") or "")
-        if event.get("reason") == UNSCHEDULABLE and message and not _is_gang_summary(message):
-            found.append((str(event.get("lastTimestamp") or event.get("eventTime") or ""), message))
-    return max(found)[1] if found else ""
+        if event.get("reason") != UNSCHEDULABLE or not message or _is_gang_summary(message):
+            continue
+        try:
+            when = parse_time(event.get("lastTimestamp") or event.get("eventTime") or "")
+        except ValueError:
+            when = None
+        found.append((when, message))
+    if not found:
+        return ""
+    times = [when for when, _ in found if when is not None]
+    newest = max(times) if times else None
+    recent = {message for when, message in found
+              if newest is None or when is None or (newest - when).total_seconds() <= ENQUEUE_WINDOW_SECONDS}
+    return "; ".join(sorted(recent))
 
 
 def waiting(group: dict) -> dict | None:

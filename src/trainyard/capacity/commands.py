@@ -96,7 +96,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
     topology = f", networkTopology {gang.topology}" if gang.topology else ""
-    lines.append(f"gang: {len(gang.pods)} pods, {_resources(gang.total)}, queue {gang.queue or 'default'}, "
+    lines.append(f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, queue {gang.queue or 'default'}, "
                  f"priority class {gang.priority_class or '-'}{topology}")
     snap = live.snapshot(api, ns)
     why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}

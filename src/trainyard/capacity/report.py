@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
+from trainyard.controller.quantity import format_quantity
+
 from .live import Snapshot
 from .model import (FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources,
                     weight_shares)
@@ -83,8 +85,9 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS) -> Report:
         used = resources((quota.get("status") or {}).get("used"))
         for key in sorted(hard):
             limit, now = hard[key], used.get(key, Fraction(0))
+            show = (lambda v: format_quantity(v, binary=True)) if key.endswith("memory") else number
             report.quotas.append({"namespace": quota["metadata"].get("namespace", ""), "quota": quota["metadata"]["name"],
-                                  "resource": key, "used": number(now), "hard": number(limit),
+                                  "resource": key, "used": show(now), "hard": show(limit),
                                   "percent": round(float(now / limit * 100), 1) if limit else 0.0})
     return report
 

@@ -59,6 +59,12 @@ def test_pending_gang_without_enqueue_event_shows_its_condition():
                                                     "pod group is not ready")
 
 
+def test_memory_quota_in_binary_units():
+    snap = snapshot()
+    snap.quotas = [quota("m", {"requests.memory": "2Ti"}, {"requests.memory": "12Gi"})]
+    assert [(q["used"], q["hard"], q["percent"]) for q in build_report(snap).quotas] == [("12Gi", "2Ti", 0.6)]
+
+
 def test_quota_use(report):
     assert report.quotas == [
         {"namespace": "ns", "quota": "tenant-quota", "resource": "count/trainjobs.trainer.kubeflow.org", "used": 2,

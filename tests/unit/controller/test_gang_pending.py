@@ -53,9 +53,10 @@ def pg_event(message, reason="Unschedulable", name="tj", when=T0, uid="pg-uid"):
     ([pod_group(conditions=[unschedulable()])],
      [pg_event("resource in cluster is overused: overused nvidia.com/gpu", when="2026-01-01T00:00:09Z"),
       pg_event(QUOTA, when="2026-01-01T00:00:01Z"), pg_event("other", name="other-pg"),
+      pg_event("old verdict", when="2025-12-31T23:59:00Z"),
       pg_event("stale", uid="older-pg-uid", when="2026-01-01T00:01:00Z")],
      GangPending("tj", "team-a", "Pending", "NotEnoughResources", SUMMARY,
-                 "resource in cluster is overused: overused nvidia.com/gpu", T0)),
+                 f"{QUOTA}; resource in cluster is overused: overused nvidia.com/gpu", T0)),
     ([pod_group(conditions=[unschedulable()])], [],
      GangPending("tj", "team-a", "Pending", "NotEnoughResources", SUMMARY, "", T0)),
     # Inqueue: admitted, allocation failed; the condition says why (events are not consulted)
@@ -64,7 +65,7 @@ def pg_event(message, reason="Unschedulable", name="tj", when=T0, uid="pg-uid"):
      [pg_event(QUOTA)], GangPending("tj", "team-a", "Inqueue", "NotEnoughResources", "newer", "",
                                     "2026-01-01T00:00:05Z")),
 ], ids=["none", "no-condition", "condition-false", "running", "completed", "all-running", "coscheduling",
-        "pending-quota", "pending-newest-event", "pending-no-event", "inqueue"])
+        "pending-quota", "pending-recent-events", "pending-no-event", "inqueue"])
 def test_gang_pending_verdict(groups, events, expected):
     assert gang_pending.gang_pending(groups, events) == expected
 
