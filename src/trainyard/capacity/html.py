@@ -56,8 +56,12 @@ def plots(report: Report, out: Path) -> list[str]:
         x = np.arange(len(labels))
         width = 0.27
         fig, ax = plt.subplots(figsize=(max(6, len(labels) * 1.3), 4))
-        for offset, key in ((-width, "allocated"), (0, "deserved"), (width, "capability")):
-            ax.bar(x + offset, [q[key] or 0 for q in report.queues], width, label=key)
+        series = {"allocated": [q["allocated"] or 0 for q in report.queues],
+                  "deserved (else weight share)": [q["deserved"] if q["deserved"] is not None else
+                                                   (q.get("weight_share") or 0) for q in report.queues],
+                  "capability": [q["capability"] or 0 for q in report.queues]}
+        for offset, (label, values) in zip((-width, 0, width), series.items()):
+            ax.bar(x + offset, values, width, label=label)
         ax.set_xticks(x, labels, rotation=30)
         ax.set_title("Queues: nvidia.com/gpu")
         ax.legend()
