@@ -152,8 +152,9 @@ class ApiServer:
                 return None
             raise
 
-    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None) -> dict:
-        query = {"labelSelector": label_selector} if label_selector else None
+    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict:
+        query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         return self._call("GET", resource.path(namespace), query=query)
 
     def apply(self, obj: dict, field_manager: str = FIELD_MANAGER) -> dict:
@@ -212,12 +213,14 @@ class ApiServer:
             response.release_conn()
 
     def event(self, involved: dict, reason: str, message: str, event_type: str = "Warning",
-              action: str = "Reconciling", component: str = "trainjob-controller") -> None:
+              action: str = "Reconciling", component: str = "trainjob-controller", name: str | None = None) -> None:
+        """`name`: a fixed Event name, so posting the same one twice is refused (409, ignored): deduplication."""
         meta = involved["metadata"]
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+            "metadata": {**({"name": name} if name else {"generateName": f"{meta['name']}."}),
+                         "namespace": meta.get("namespace", "default")},
             "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
                                "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},

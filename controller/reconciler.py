@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Sequence
 
 from . import constants as C
-from . import failures
+from . import failures, gang_pending
 from .apiserver import RESOURCES, ApiServer, resource_for
 from .build import build_objects, is_managed_by_us
 from .errors import ControllerError, PreflightError
@@ -128,6 +128,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     status = failures.with_failure(build_status(trainjob, jobset, now), failure, now)
     if failure is not None and failures.is_new(trainjob.get("status") or {}, failure):
         api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
+    waiting_gang = gang_pending.report(api, trainjob, existing) if failure is None else None  # as an Event
     if deadline_exceeded(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
     # status.trainerStatus belongs to the status server (its own field manager): never written back here,
@@ -139,6 +140,9 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     if error is not None:
         raise error
     requeue = requeue_after_seconds({**trainjob, "status": status}, now)
+    recheck = gang_pending.recheck_after(waiting_gang, now)
+    if recheck is not None:
+        requeue = recheck if requeue is None else min(requeue, recheck)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
 
 

@@ -13,6 +13,7 @@ app = typer.Typer(
 
 def _register() -> None:
     """Each area owns its commands; the CLI only assembles them."""
+    from trainyard.capacity.commands import register as register_capacity
     from trainyard.cluster.commands import cluster_app, register_top_level
     from trainyard.controller.commands import register as register_controller
     from trainyard.controller.run_command import controller_app
@@ -27,6 +28,7 @@ def _register() -> None:
     app.add_typer(controller_app, name="controller")
     register_controller(app)
     register_top_level(app)
+    register_capacity(app)
 
 
 _register()

@@ -64,7 +64,8 @@ class FakeApiServer:
         found = self.objects.get(self._key(resource, name, namespace))
         return copy.deepcopy(found) if found is not None else None
 
-    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None) -> dict:
+    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict:
         self._record("list", resource.kind, None)
         items = [copy.deepcopy(o) for (api_version, kind, ns, _), o in self.objects.items()
                  if (api_version, kind) == (resource.api_version, resource.kind) and ns == namespace]

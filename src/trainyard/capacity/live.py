@@ -1,0 +1,136 @@
+"""The thin I/O layer: list what the pure capacity functions need from a live API server; dry-run a TrainJob.
+
+Read-only: every write goes out with `dryRun=All`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from kubernetes.client.exceptions import ApiException
+
+from trainyard.controller import constants as C
+from trainyard.controller import k8s
+from trainyard.controller.apiserver import ApiServer, Resource
+
+NODES = Resource("v1", "Node", "nodes", namespaced=False)
+PODS = Resource("v1", "Pod", "pods")
+EVENTS = Resource("v1", "Event", "events")
+QUOTAS = Resource("v1", "ResourceQuota", "resourcequotas")
+QUEUES = Resource("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False)
+PODGROUPS = Resource("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
+HYPERNODES = Resource("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
+TRAINJOBS = Resource(C.API_VERSION, C.TRAINJOB_KIND, "trainjobs")
+
+
+@dataclass
+class Snapshot:
+    nodes: list[dict] = field(default_factory=list)
+    pods: list[dict] = field(default_factory=list)
+    queues: list[dict] = field(default_factory=list)
+    pod_groups: list[dict] = field(default_factory=list)
+    quotas: list[dict] = field(default_factory=list)
+    hypernodes: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    """Events of PodGroups (Volcano's enqueue verdicts)."""
+
+
+def _items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
+           optional: bool = False) -> list[dict]:
+    try:
+        found = api.list(resource, namespace, field_selector=field_selector).get("items") or []
+    except ApiException as exc:
+        if optional and exc.status in (403, 404):  # CRD not installed, or not allowed: the report does without
+            return []
+        raise
+    for item in found:
+        item.setdefault("apiVersion", resource.api_version)
+        item.setdefault("kind", resource.kind)
+    return found
+
+
+def snapshot(api: ApiServer, namespace: str | None = None) -> Snapshot:
+    """Everything cluster-wide (capacity is shared); quotas of `namespace` only when given."""
+    return Snapshot(
+        nodes=_items(api, NODES),
+        pods=_items(api, PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+        queues=_items(api, QUEUES, optional=True),
+        pod_groups=_items(api, PODGROUPS, optional=True),
+        quotas=_items(api, QUOTAS, namespace),
+        hypernodes=_items(api, HYPERNODES, optional=True),
+        events=_items(api, EVENTS, field_selector="involvedObject.kind=PodGroup,reason=Unschedulable", optional=True),
+    )
+
+
+def priority_values(api: ApiServer) -> dict[str, int]:
+    """PriorityClass name -> value (empty when not allowed to list them)."""
+    classes = _items(api, Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+                     optional=True)
+    return {meta_name(c): int(c.get("value") or 0) for c in classes}
+
+
+def meta_name(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("name", "")
+
+
+def connect(kubeconfig: str | None) -> ApiServer:
+    return ApiServer.from_kubeconfig(kubeconfig)
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return (json.loads(exc.body or "{}") or {}).get("message") or f"{exc.status} {exc.reason}"
+    except (TypeError, ValueError):
+        return str(exc.body or f"{exc.status} {exc.reason}")
+
+
+def dry_run_create(api: ApiServer, obj: dict, resource: Resource) -> str | None:
+    """None when the API server (authentication, RBAC, admission webhooks and policies, quota) would accept
+    creating `obj`; else its refusal. Sent with generateName so an existing object of that name does not matter."""
+    body = json.loads(json.dumps(obj))
+    meta = body.setdefault("metadata", {})
+    meta["generateName"] = (meta.pop("name", None) or "fit") + "-"
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "ownerReferences"):
+        meta.pop(key, None)
+    body.pop("status", None)
+    try:
+        api._call("POST", resource.path(meta.get("namespace")), body=body, query={"dryRun": "All"})
+    except ApiException as exc:
+        return _message(exc)
+    return None
+
+
+def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
+    from trainyard.controller.reconciler import fetch_runtime as controller_fetch
+
+    return controller_fetch(api, trainjob)
+
+
+def namespace_object(api: ApiServer, namespace: str) -> list[dict]:
+    try:
+        found = api.get(Resource("v1", "Namespace", "namespaces", namespaced=False), namespace)
+    except ApiException as exc:
+        if exc.status == 403:
+            return []
+        raise
+    if found is None:
+        return []
+    found.setdefault("apiVersion", "v1")
+    found.setdefault("kind", "Namespace")
+    return [found]
+
+
+def admission(api: ApiServer, trainjob: dict) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of trainyard's admission webhook for creating `trainjob`, run in process."""
+    from trainyard.controller.admission import admission_review_response
+    from trainyard.controller.webhook_server import make_lookup
+
+    review = {"request": {"uid": "fit", "kind": {"kind": C.TRAINJOB_KIND}, "operation": "CREATE", "object": trainjob}}
+    response = admission_review_response(review, make_lookup(api))["response"]
+    errors = [] if response["allowed"] else [response.get("status", {}).get("message", "refused")]
+    return errors, list(response.get("warnings") or [])
+
+
+__all__ = ["Snapshot", "snapshot", "connect", "dry_run_create", "fetch_runtime", "namespace_object", "admission",
+           "k8s"]

@@ -1,0 +1,236 @@
+"""The platform's state as capacity: per-node free resources, racks/spines, per-queue use (pure).
+
+Inputs are plain dicts as listed from the API server (Nodes, Pods, Volcano Queues and PodGroups,
+HyperNodes). A pod holds resources on its node from the moment it is bound (`spec.nodeName`) until it
+ends (phase Succeeded/Failed); its queue is its Volcano PodGroup's (annotation
+`scheduling.k8s.io/group-name`), `default` for a Volcano pod without one, none for other schedulers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterable
+
+from trainyard.controller.quantity import parse_quantity
+from trainyard.controller.resources import pod_requests
+
+GPU = "nvidia.com/gpu"
+RACK_LABEL = "trainyard.dev/rack"
+SPINE_LABEL = "trainyard.dev/spine"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_PODGROUP = "scheduling.volcano.sh/v1beta1"
+FINISHED = ("Succeeded", "Failed")
+FULL_POD_GPUS = 8  # "fragmented": free GPUs on nodes that cannot host one pod of this many GPUs
+
+Resources = dict[str, Fraction]
+
+
+def meta(obj: dict) -> dict:
+    return obj.get("metadata") or {}
+
+
+def resources(values: dict | None) -> Resources:
+    out: Resources = {}
+    for name, value in (values or {}).items():
+        try:
+            out[name] = parse_quantity(value, name)
+        except Exception:  # noqa: BLE001 - a malformed quantity counts as nothing rather than breaking a report
+            continue
+    return out
+
+
+def add(a: Resources, b: Resources, times: int = 1) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, Fraction(0)) + value * times
+    return out
+
+
+def number(value: Fraction | int | None) -> int | float:
+    """A quantity for printing: whole numbers as int."""
+    value = Fraction(value or 0)
+    return int(value) if value.denominator == 1 else float(value)
+
+
+@dataclass
+class Node:
+    name: str
+    rack: str
+    spine: str
+    allocatable: Resources
+    used: Resources = field(default_factory=dict)
+    schedulable: bool = True
+
+    def free(self, resource: str = GPU) -> Fraction:
+        if not self.schedulable:
+            return Fraction(0)
+        return max(Fraction(0), self.allocatable.get(resource, Fraction(0)) - self.used.get(resource, Fraction(0)))
+
+    def fits(self, request: Resources) -> bool:
+        return self.schedulable and all(
+            amount <= self.allocatable.get(name, Fraction(0)) - self.used.get(name, Fraction(0))
+            for name, amount in request.items() if amount > 0)
+
+
+def is_active(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in FINISHED
+
+
+def pod_resources(pod: dict) -> Resources:
+    return pod_requests(pod.get("spec") or {})
+
+
+def _node_ready(node: dict) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return True  # no conditions reported (a node object just created): count it
+
+
+def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[str, dict[int, str]]:
+    """node name -> {tier: HyperNode name} from HyperNodes (members by exactMatch / regexMatch-free labelMatch)."""
+    by_name = {meta(h).get("name"): h for h in hypernodes}
+    node_labels = {meta(n).get("name"): meta(n).get("labels") or {} for n in nodes}
+
+    def members(h: dict, seen: frozenset = frozenset()) -> set[str]:
+        out: set[str] = set()
+        for member in (h.get("spec") or {}).get("members") or []:
+            selector = member.get("selector") or {}
+            exact = (selector.get("exactMatch") or {}).get("name")
+            if member.get("type") == "HyperNode":
+                child = by_name.get(exact)
+                if child is not None and exact not in seen:
+                    out |= members(child, seen | {exact})
+                continue
+            if exact:
+                out.add(exact)
+            match = (selector.get("labelMatch") or {}).get("matchLabels") or {}
+            if match:
+                out |= {n for n, labels in node_labels.items() if all(labels.get(k) == v for k, v in match.items())}
+        return out
+
+    parents: dict[str, dict[int, str]] = {}
+    for name, h in by_name.items():
+        tier = int((h.get("spec") or {}).get("tier") or 0)
+        for node in members(h):
+            parents.setdefault(node, {})[tier] = name
+    return parents
+
+
+def nodes_from(node_objs: Iterable[dict], pods: Iterable[dict], hypernodes: Iterable[dict] = (),
+               resource: str = GPU) -> list[Node]:
+    """Nodes that offer `resource`, with what their active pods use; rack/spine from HyperNodes (tiers 1/2)
+    when there are any, else from the `trainyard.dev/rack`/`spine` labels."""
+    node_objs = [n for n in node_objs if resources((n.get("status") or {}).get("allocatable")).get(resource)]
+    parents = _hypernode_parents(list(hypernodes), node_objs)
+    out = {}
+    for n in node_objs:
+        name, labels = meta(n).get("name", ""), meta(n).get("labels") or {}
+        tiers = parents.get(name, {})
+        out[name] = Node(name=name, rack=tiers.get(1) or labels.get(RACK_LABEL, "-"),
+                         spine=tiers.get(2) or labels.get(SPINE_LABEL, "-"),
+                         allocatable=resources((n.get("status") or {}).get("allocatable")),
+                         schedulable=_node_ready(n))
+    for pod in pods:
+        node = out.get((pod.get("spec") or {}).get("nodeName"))
+        if node is not None and is_active(pod):
+            node.used = add(node.used, pod_resources(pod))
+    return sorted(out.values(), key=lambda n: (n.rack, n.name))
+
+
+def pod_group_key(obj: dict) -> tuple[str, str]:
+    return meta(obj).get("namespace", ""), meta(obj).get("name", "")
+
+
+def pod_queue(pod: dict, pod_groups: dict[tuple[str, str], dict]) -> str | None:
+    group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
+    if group:
+        pg = pod_groups.get((meta(pod).get("namespace", ""), group))
+        return ((pg or {}).get("spec") or {}).get("queue") or "default"
+    return "default" if (pod.get("spec") or {}).get("schedulerName") == "volcano" else None
+
+
+@dataclass
+class QueueUse:
+    name: str
+    state: str
+    weight: int
+    capability: Resources
+    deserved: Resources
+    guarantee: Resources
+    allocated: Resources = field(default_factory=dict)
+    inqueue: Resources = field(default_factory=dict)
+    """minResources of admitted (Inqueue) gangs not running yet: Volcano holds them for these gangs."""
+    volcano_allocated: Resources = field(default_factory=dict)
+    """Volcano's own figure (Queue `status.allocated`), for comparison."""
+    running_gangs: int = 0
+    pending_gangs: list[tuple[str, str, str]] = field(default_factory=list)
+    """(namespace/name, phase, why) of gangs that wait."""
+    pending_priorities: list[str | None] = field(default_factory=list)
+    """priorityClassName of each waiting gang (same order)."""
+
+
+def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterable[dict],
+               why: dict[tuple[str, str], str] | None = None) -> dict[str, QueueUse]:
+    """Per queue: spec (capability, deserved, guarantee), what its bound pods hold, gangs admitted or waiting.
+
+    `why`: (namespace, PodGroup) -> verdict text for waiting gangs (see `pending_reason`)."""
+    why = why or {}
+    pod_groups = [g for g in pod_groups if g.get("apiVersion", VOLCANO_PODGROUP) == VOLCANO_PODGROUP]
+    groups = {pod_group_key(g): g for g in pod_groups}
+    out: dict[str, QueueUse] = {}
+    for q in queues:
+        spec, status = q.get("spec") or {}, q.get("status") or {}
+        out[meta(q).get("name", "")] = QueueUse(
+            name=meta(q).get("name", ""), state=status.get("state", ""), weight=int(spec.get("weight") or 1),
+            capability=resources(spec.get("capability")), deserved=resources(spec.get("deserved")),
+            guarantee=resources((spec.get("guarantee") or {}).get("resource")),
+            volcano_allocated=resources(status.get("allocated")))
+    for pod in pods:
+        queue = pod_queue(pod, groups)
+        if queue in out and is_active(pod):
+            out[queue].allocated = add(out[queue].allocated, pod_resources(pod))
+    for key, g in sorted(groups.items()):
+        use = out.get((g.get("spec") or {}).get("queue") or "default")
+        if use is None:
+            continue
+        status = g.get("status") or {}
+        phase, running = status.get("phase", "Pending"), int(status.get("running") or 0)
+        if phase in ("Completed",):
+            continue
+        min_member = int((g.get("spec") or {}).get("minMember") or 1)
+        if phase == "Running" or running >= min_member:
+            use.running_gangs += 1
+        elif phase in ("Pending", "Inqueue", "Unknown", ""):
+            if phase == "Inqueue":
+                use.inqueue = add(use.inqueue, resources((g.get("spec") or {}).get("minResources")))
+            use.pending_gangs.append((f"{key[0]}/{key[1]}", phase or "Pending", why.get(key, "")))
+            use.pending_priorities.append((g.get("spec") or {}).get("priorityClassName"))
+    return out
+
+
+def weight_shares(uses: dict[str, QueueUse], cluster_total: Fraction) -> dict[str, Fraction]:
+    """Each queue's weight share of the cluster's GPUs (the `root` of a hierarchy excluded), capped by its
+    capability: what `proportion` would deserve it if every queue asked for everything."""
+    leaves = {name: use for name, use in uses.items() if name != "root"}
+    total_weight = sum(use.weight for use in leaves.values()) or 1
+    out = {}
+    for name, use in leaves.items():
+        share = cluster_total * use.weight / total_weight
+        out[name] = min(share, use.capability[GPU]) if GPU in use.capability else share
+    return out
+
+
+def pending_reason(pod_group: dict, events: Iterable[dict] = ()) -> str:
+    """Why a gang waits, from its PodGroup condition and (phase Pending) its Volcano events."""
+    from trainyard.controller.gang_pending import gang_pending
+
+    verdict = gang_pending([{"kind": "PodGroup", "apiVersion": VOLCANO_PODGROUP, **pod_group}], events)
+    if verdict is None:
+        return ""
+    if verdict.cause:
+        return verdict.cause
+    return f"{verdict.reason}: {verdict.message}" if verdict.message else verdict.reason

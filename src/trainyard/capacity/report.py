@@ -1,0 +1,133 @@
+"""The capacity and queue report of a platform, computed from listed objects (pure), and its terminal text.
+
+Definitions:
+- allocated: GPUs requested by pods bound to the node and not finished; free = allocatable - allocated
+  (0 on a node that is cordoned or not Ready).
+- fragmented: free GPUs on nodes that cannot host one full 8-GPU pod (0 < free < 8): capacity no
+  8-GPU-per-pod gang can use.
+- queue allocated: GPUs of the queue's bound pods; inqueue: minResources of gangs admitted but not
+  running yet (Volcano holds them); deserved/capability/guarantee from the Queue's spec (deserved is
+  set there for the `capacity` plugin; `proportion` computes it from weights: weight_share is the
+  queue's weight share of the schedulable GPUs, capped by its capability); volcano_allocated is
+  Volcano's own `status.allocated`, for comparison.
+- pending gangs: PodGroups not running, with why (their Unschedulable condition, or Volcano's enqueue
+  event for gangs still outside their queue).
+- tenant quota: every ResourceQuota's hard and used (status), per resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+from trainyard.controller.quantity import format_quantity
+
+from .live import Snapshot
+from .model import (FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources,
+                    weight_shares)
+
+
+@dataclass
+class Report:
+    nodes: list[dict] = field(default_factory=list)
+    racks: list[dict] = field(default_factory=list)
+    totals: dict = field(default_factory=dict)
+    queues: list[dict] = field(default_factory=list)
+    pending: list[dict] = field(default_factory=list)
+    quotas: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _gpu_row(name: str, allocatable: Fraction, allocated: Fraction, free: Fraction, fragmented: Fraction) -> dict:
+    return {"allocatable": number(allocatable), "allocated": number(allocated), "free": number(free),
+            "fragmented": number(fragmented)}
+
+
+def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS) -> Report:
+    nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
+    report = Report()
+    racks: dict[str, dict] = {}
+    for node in nodes:
+        allocatable = node.allocatable.get(GPU, Fraction(0))
+        allocated = node.used.get(GPU, Fraction(0))
+        free = node.free(GPU)
+        fragmented = free if 0 < free < full_pod_gpus else Fraction(0)
+        report.nodes.append({"node": node.name, "rack": node.rack, "spine": node.spine,
+                             "schedulable": node.schedulable, **_gpu_row(node.name, allocatable, allocated, free, fragmented)})
+        rack = racks.setdefault(node.rack, {"rack": node.rack, "spine": node.spine, "nodes": 0, "allocatable": 0,
+                                            "allocated": 0, "free": 0, "fragmented": 0, "largest_free_node": 0})
+        rack["nodes"] += 1
+        for key, value in (("allocatable", allocatable), ("allocated", allocated), ("free", free),
+                           ("fragmented", fragmented)):
+            rack[key] = number(Fraction(rack[key]) + value)
+        rack["largest_free_node"] = max(rack["largest_free_node"], number(free))
+    report.racks = [racks[k] for k in sorted(racks)]
+    report.totals = {key: number(sum((Fraction(r[key]) for r in report.racks), Fraction(0)))
+                     for key in ("allocatable", "allocated", "free", "fragmented")}
+    report.totals["nodes"] = len(nodes)
+    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
+    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
+    shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes if n.schedulable), Fraction(0)))
+    for use in sorted(uses.values(), key=lambda q: q.name):
+        report.queues.append({
+            "queue": use.name, "state": use.state, "weight": use.weight,
+            "weight_share": round(float(shares[use.name]), 1) if use.name in shares else None,
+            "deserved": _gpu(use.deserved), "capability": _gpu(use.capability), "guarantee": _gpu(use.guarantee),
+            "allocated": number(use.allocated.get(GPU, 0)), "inqueue": number(use.inqueue.get(GPU, 0)),
+            "volcano_allocated": _gpu(use.volcano_allocated),
+            "running_gangs": use.running_gangs, "pending_gangs": len(use.pending_gangs)})
+        report.pending += [{"queue": use.name, "podgroup": pg, "phase": phase, "why": reason}
+                           for pg, phase, reason in use.pending_gangs]
+    for quota in sorted(snap.quotas, key=lambda q: (q["metadata"].get("namespace", ""), q["metadata"]["name"])):
+        hard = resources((quota.get("spec") or {}).get("hard"))
+        used = resources((quota.get("status") or {}).get("used"))
+        for key in sorted(hard):
+            limit, now = hard[key], used.get(key, Fraction(0))
+            show = (lambda v: format_quantity(v, binary=True)) if key.endswith("memory") else number
+            report.quotas.append({"namespace": quota["metadata"].get("namespace", ""), "quota": quota["metadata"]["name"],
+                                  "resource": key, "used": show(now), "hard": show(limit),
+                                  "percent": round(float(now / limit * 100), 1) if limit else 0.0})
+    return report
+
+
+def _gpu(values: dict) -> int | float | None:
+    return number(values[GPU]) if GPU in values else None
+
+
+def _table(title: str, rows: list[dict], columns: list[str]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("node", "rack", "spine", "queue", "state", "podgroup",
+                                                               "phase", "why", "namespace", "quota", "resource") else "right")
+    for row in rows:
+        table.add_row(*["-" if row.get(c) is None else str(row.get(c)) for c in columns])
+    console = Console(width=160, record=True, force_terminal=False, color_system=None)
+    with console.capture() as capture:
+        console.print(table)
+    return capture.get()
+
+
+def render_text(report: Report) -> str:
+    gpu_cols = ["allocatable", "allocated", "free", "fragmented"]
+    totals = report.totals
+    parts = [
+        f"GPUs ({GPU}): {totals.get('allocatable', 0)} allocatable, {totals.get('allocated', 0)} allocated, "
+        f"{totals.get('free', 0)} free, {totals.get('fragmented', 0)} fragmented "
+        f"(free on nodes that cannot host a full {FULL_POD_GPUS}-GPU pod) on {totals.get('nodes', 0)} nodes",
+        _table("GPUs by node", report.nodes, ["node", "rack", "spine", *gpu_cols]),
+        _table("GPUs by rack", report.racks, ["rack", "spine", "nodes", *gpu_cols, "largest_free_node"]),
+        _table(f"Queues ({GPU})", report.queues, ["queue", "state", "weight", "weight_share", "deserved", "capability",
+                                                  "guarantee", "allocated", "inqueue", "volcano_allocated",
+                                                  "running_gangs", "pending_gangs"]),
+    ]
+    if report.pending:
+        parts.append(_table("Pending gangs", report.pending, ["queue", "podgroup", "phase", "why"]))
+    if report.quotas:
+        parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
+                                                             "percent"]))
+    return "\n".join(parts)

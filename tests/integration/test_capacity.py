@@ -1,0 +1,219 @@
+"""`trainyard fit` and `trainyard report` through the console script against the live local cluster
+(4 nodes x 8 GPUs, racks rack-0 = gpu-node-0/1 and rack-1 = gpu-node-2/3): a TrainJob that fits, one that
+waits on quota, on queue capability, on topology and on fragmentation; the report's numbers equal what
+the test created."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tenant_helpers import (add_tenant, create, delete_cluster_object, podgroup, remove_tenant, runtime,
+                            tenant_spec, trainjob)
+
+pytestmark = pytest.mark.integration
+
+TRAINYARD = str(Path(sys.executable).parent / "trainyard")
+GPU = "nvidia.com/gpu"
+
+
+def trainyard(cluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([TRAINYARD, *args, "--kubeconfig", cluster.kubeconfig], capture_output=True, text=True,
+                          timeout=120)
+
+
+def fit(cluster, tmp_path, tj: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / f"{tj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(tj))
+    return trainyard(cluster, "fit", str(path))
+
+
+def gpu_pod(name: str, ns: str, node: str, gpus: int) -> dict:
+    """A pod of the default scheduler pinned to `node`; kwok keeps it running (it completes only Jobs' pods)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU: str(gpus)}}}]}}
+
+
+def queued_blocker(tenant, name: str, gpus: int = 8) -> list[dict]:
+    """A gang of one in the tenant's queue that kwok keeps running: a PodGroup and a ReplicaSet whose pod names it
+    (the queue guard refuses bare pods naming a PodGroup; kwok completes only Jobs' pods)."""
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": tenant.ns},
+             "spec": {"minMember": 1, "queue": tenant.queue, "minResources": {GPU: str(gpus)}}}
+    replicas = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": tenant.ns},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"blocker": name}}, "template": {
+                    "metadata": {"labels": {"blocker": name}, "annotations": {"scheduling.k8s.io/group-name": name}},
+                    "spec": {"schedulerName": "volcano", "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"limits": {GPU: str(gpus)}}}]}}}}
+    return [group, replicas]
+
+
+def blocker_running(cluster, ns: str, name: str) -> None:
+    cluster.wait(lambda: [p for p in cluster.core.list_namespaced_pod(ns, label_selector=f"blocker={name}").items
+                          if p.status.phase == "Running"], what=f"the blocker {name} running")
+
+
+def busy_gpus(cluster) -> list[str]:
+    """GPU pods bound and not finished anywhere (other tests' leftovers included)."""
+    return [f"{p.metadata.namespace}/{p.metadata.name}" for p in cluster.core.list_pod_for_all_namespaces().items
+            if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed")
+            and any((c.resources.limits or {}).get(GPU) for c in p.spec.containers)]
+
+
+@pytest.fixture
+def idle(cluster):
+    """Start from a cluster whose GPUs are all free (namespaces of earlier tests are deleted asynchronously)."""
+    cluster.wait(lambda: not busy_gpus(cluster), timeout=120, what="every GPU free")
+
+
+def bound(cluster, ns: str, *names: str) -> None:
+    cluster.wait(lambda: all(cluster.core.read_namespaced_pod(n, ns).status.phase == "Running" for n in names),
+                 what=f"pods {names} running")
+
+
+@pytest.fixture
+def topology_runtime(cluster):
+    name = f"rack-{uuid.uuid4().hex[:6]}"
+    rt = runtime(name)
+    rt["spec"]["podGroupPolicy"] = {"volcano": {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}
+    create(cluster, rt)
+    yield name
+    delete_cluster_object(cluster, "clustertrainingruntime", name)
+
+
+def test_fit_a_job_that_fits_then_one_beyond_the_hard_quota(cluster, shared, catalog_runtime, idle, tmp_path):
+    tenant = add_tenant(cluster, tenant_spec(gpus=24, queue_gpus=32))
+    try:
+        ok = fit(cluster, tmp_path, trainjob("ok", tenant.ns, catalog_runtime, nodes=2))
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert "ok: admitted" in ok.stdout and f"ok: queue {tenant.queue}: capability {GPU} 32, allocated 0" in ok.stdout
+        assert ok.stdout.strip().splitlines()[-1].startswith("fits now: gpu-node-"), ok.stdout
+        never = fit(cluster, tmp_path, trainjob("never", tenant.ns, catalog_runtime, nodes=4))
+        assert never.returncode == 2, never.stdout
+        assert f"refused: quota tenant-quota in {tenant.ns} allows requests.{GPU} 24, this job needs 32" in never.stdout
+        assert cluster.get_object("trainer.kubeflow.org", "v1alpha1", "trainjobs", "ok", tenant.ns) is None
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_refuses_what_admission_refuses(cluster, shared, catalog_runtime, idle, tmp_path):
+    tenant = add_tenant(cluster, tenant_spec())
+    try:
+        tj = trainjob("other-queue", tenant.ns, catalog_runtime,
+                      annotations={"scheduling.volcano.sh/queue-name": "default"})
+        refused = fit(cluster, tmp_path, tj)
+        assert refused.returncode == 2 and "refused: admission:" in refused.stdout and tenant.queue in refused.stdout
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_waits_on_quota(cluster, shared, catalog_runtime, idle, tmp_path):
+    tenant = add_tenant(cluster, tenant_spec(gpus=16, queue_gpus=32))
+    try:
+        cluster.apply(*queued_blocker(tenant, "hold"))
+        blocker_running(cluster, tenant.ns, "hold")
+        waits = fit(cluster, tmp_path, trainjob("q", tenant.ns, catalog_runtime, nodes=2))
+        assert waits.returncode == 1, waits.stdout + waits.stderr
+        assert waits.stdout.strip().splitlines()[-1] == \
+            f"waits: quota tenant-quota in {tenant.ns} requests.{GPU} 16, used 8, this job needs 16"
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_waits_on_queue_capability(cluster, shared, catalog_runtime, idle, tmp_path):
+    tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=16))
+    try:
+        cluster.apply(*queued_blocker(tenant, "hold"))
+        blocker_running(cluster, tenant.ns, "hold")
+        waits = fit(cluster, tmp_path, trainjob("q", tenant.ns, catalog_runtime, nodes=2))
+        assert waits.returncode == 1, waits.stdout + waits.stderr
+        assert waits.stdout.strip().splitlines()[-1] == \
+            f"waits: queue {tenant.queue} capability {GPU} 16, allocated 8, this job needs 16"
+        assert "ok: quota" in waits.stdout
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_waits_on_topology_where_the_same_job_without_it_fits(cluster, shared, catalog_runtime, topology_runtime,
+                                                                   idle, tmp_path):
+    """4 GPUs taken on gpu-node-0 (rack-0) and gpu-node-2 (rack-1): 2 x 8 GPUs fit on gpu-node-1 + gpu-node-3,
+    but not within one rack."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=64))
+    other = cluster.namespace("fill")
+    try:
+        cluster.apply(gpu_pod("a", other, "gpu-node-0", 4), gpu_pod("b", other, "gpu-node-2", 4))
+        bound(cluster, other, "a", "b")
+        waits = fit(cluster, tmp_path, trainjob("rack", tenant.ns, topology_runtime, nodes=2))
+        assert waits.returncode == 1, waits.stdout + waits.stderr
+        last = waits.stdout.strip().splitlines()[-1]
+        assert last.startswith("waits: topology: the gang must fit in one rack (networkTopology hard, "
+                               "highestTierAllowed 1)"), last
+        assert "free per rack: rack-0 12, rack-1 12" in last
+        plain = fit(cluster, tmp_path, trainjob("plain", tenant.ns, catalog_runtime, nodes=2))
+        assert plain.returncode == 0, plain.stdout
+        assert "fits now: gpu-node-1 1 pod, gpu-node-3 1 pod" in plain.stdout
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_waits_on_fragmentation(cluster, shared, catalog_runtime, idle, tmp_path):
+    """4 GPUs taken on every node: 16 free, as many as 2 x 8 needs, but no node has 8."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=64))
+    other = cluster.namespace("fill")
+    try:
+        cluster.apply(*[gpu_pod(f"p{i}", other, f"gpu-node-{i}", 4) for i in range(4)])
+        bound(cluster, other, "p0", "p1", "p2", "p3")
+        waits = fit(cluster, tmp_path, trainjob("frag", tenant.ns, catalog_runtime, nodes=2))
+        assert waits.returncode == 1, waits.stdout + waits.stderr
+        last = waits.stdout.strip().splitlines()[-1]
+        assert last.startswith(f"waits: fragmented: 16 free {GPU} in total, enough for this job's 16, but no set of "
+                               f"nodes hosts its 2 pods of up to 8 {GPU}"), last
+        small = fit(cluster, tmp_path, trainjob("small", tenant.ns, catalog_runtime, nodes=1))
+        assert small.returncode == 1 and "fragmented" in small.stdout  # even one 8-GPU pod has no node
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime, idle, tmp_path):
+    """A running 8-GPU gang in a tenant queue of 16, a 2 x 8 TrainJob waiting on that queue, a 4-GPU pod elsewhere."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=16))
+    other = cluster.namespace("fill")
+    try:
+        cluster.apply(gpu_pod("four", other, "gpu-node-3", 4))
+        bound(cluster, other, "four")
+        cluster.apply(*queued_blocker(tenant, "hold"))  # 8 GPUs: not on gpu-node-3, 4 are taken there
+        blocker_running(cluster, tenant.ns, "hold")
+        create(cluster, trainjob("waiting", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        cluster.wait(lambda: (pg := podgroup(cluster, "waiting", tenant.ns)) and any(
+            c.get("type") == "Unschedulable" for c in (pg.get("status") or {}).get("conditions") or []),
+            timeout=90, what="the waiting gang's Unschedulable condition")
+
+        def reported():
+            result = trainyard(cluster, "report", "--out", str(tmp_path / "report"))
+            assert result.returncode == 0, result.stderr
+            data = json.loads((tmp_path / "report" / "report.json").read_text())
+            pending = [p for p in data["pending"] if p["podgroup"] == f"{tenant.ns}/waiting"]
+            return pending and "queue resource quota insufficient" in pending[0]["why"] and (result, data)
+
+        result, data = cluster.wait(reported, timeout=60, what="Volcano's enqueue verdict in the report")
+        assert data["totals"] == {"allocatable": 32, "allocated": 12, "free": 20, "fragmented": 4, "nodes": 4}
+        node3 = next(n for n in data["nodes"] if n["node"] == "gpu-node-3")
+        assert (node3["rack"], node3["allocated"], node3["free"], node3["fragmented"]) == ("rack-1", 4, 4, 4)
+        assert sum(r["allocated"] for r in data["racks"]) == 12
+        queue = next(q for q in data["queues"] if q["queue"] == tenant.queue)
+        assert (queue["capability"], queue["allocated"], queue["running_gangs"], queue["pending_gangs"]) == (16, 8, 1, 1)
+        gpu_quota = next(q for q in data["quotas"] if q["namespace"] == tenant.ns and q["resource"] == f"requests.{GPU}")
+        assert (gpu_quota["hard"], gpu_quota["used"]) == (64, 24)  # the running pod and the gang's 2 pending pods
+        assert "GPUs by rack" in result.stdout and "queue resource quota insufficient" in result.stdout
+        page = (tmp_path / "report" / "index.html").read_text()
+        assert all((tmp_path / "report" / png).stat().st_size > 0 and png in page
+                   for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"))
+    finally:
+        remove_tenant(cluster, tenant.spec)

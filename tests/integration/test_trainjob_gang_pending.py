@@ -1,0 +1,60 @@
+"""A TrainJob whose Volcano gang waits says why: one Event `TrainJobGangPending` with the PodGroup's verdict,
+shown by `kubectl describe trainjob` (real API server, vc-scheduler and controller)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tenant_helpers import add_tenant, create, remove_tenant, tenant_spec, trainjob
+
+pytestmark = pytest.mark.integration
+
+REASON = "TrainJobGangPending"
+
+
+def gang_events(cluster, name, ns):
+    events = cluster.core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+    return [e for e in events if e.reason == REASON and e.involved_object.kind == "TrainJob"]
+
+
+def touch(cluster, name, ns):
+    cluster.kubectl("annotate", "trainjob", name, "-n", ns, f"touched={time.monotonic_ns()}", "--overwrite")
+
+
+def test_gang_beyond_queue_capability_reports_the_queue_verdict_once(cluster, shared, catalog_runtime):
+    tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=8))
+    try:
+        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        quota = "queue resource quota insufficient"
+        events = cluster.wait(lambda: [e for e in gang_events(cluster, "big", tenant.ns) if quota in e.message],
+                              timeout=90, what="the gang's queue verdict on the TrainJob")
+        assert events[0].type == "Warning"
+        assert f"gang waits to enter queue {tenant.queue}: {quota}: insufficient nvidia.com/gpu" in events[0].message
+        assert "PodGroup big Unschedulable/NotEnoughResources" in events[0].message
+        for _ in range(3):  # more reconciles of the same verdict add no event
+            touch(cluster, "big", tenant.ns)
+            time.sleep(1)
+        messages = [e.message for e in gang_events(cluster, "big", tenant.ns)]
+        assert len(messages) == len(set(messages)), messages  # one event per verdict, however many reconciles
+        assert all(e.count in (None, 1) for e in gang_events(cluster, "big", tenant.ns))
+        described = cluster.kubectl("describe", "trainjob", "big", "-n", tenant.ns)
+        assert REASON in described and quota in described
+        status = cluster.get_object("trainer.kubeflow.org", "v1alpha1", "trainjobs", "big", tenant.ns).get("status") or {}
+        assert not status.get("conditions"), "the verdict must not add a status condition (the SDK's Running check)"
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_gang_larger_than_the_cluster_reports_the_verdict(cluster, shared, catalog_runtime):
+    """5 x 8 GPUs on a 32-GPU cluster: the queue would allow it, the cluster never can."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=64))
+    try:
+        create(cluster, trainjob("huge", tenant.ns, catalog_runtime, nodes=5), as_user=tenant.user)
+        events = cluster.wait(lambda: gang_events(cluster, "huge", tenant.ns), timeout=90,
+                              what="the gang's verdict on the TrainJob")
+        assert "PodGroup huge Unschedulable/NotEnoughResources" in events[-1].message
+        assert "tasks in gang unschedulable" in events[-1].message
+    finally:
+        remove_tenant(cluster, tenant.spec)

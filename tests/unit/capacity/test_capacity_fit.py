@@ -1,0 +1,143 @@
+"""`trainyard fit`'s pure checks, table-driven: quota, queue, then placement (cluster, fragmentation, topology)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from trainyard.capacity.fit import (FITS, REFUSED, WAITS, check_placement, check_queue, check_quota, exit_code, fit,
+                                    gang_from_objects, pack, priority_note)
+from trainyard.capacity.model import nodes_from, queue_uses
+
+from capacity_builders import FOUR, GPU, built, node, pod, pod_group, queue, quota
+
+RACK1 = {"mode": "hard", "highestTierAllowed": 1}
+
+
+def test_gang_from_the_built_objects():
+    gang = gang_from_objects(built(3, 8, topology=RACK1, priority="high"))
+    assert (gang.namespace, gang.name, gang.queue, gang.priority_class, gang.min_member) == ("ns", "tj", "team-a", "high", 3)
+    assert gang.pods == [{GPU: Fraction(8)}] * 3 and gang.total == {GPU: Fraction(24)}
+    assert gang.min_resources == {GPU: Fraction(24)} and gang.topology == RACK1
+
+
+def test_no_jobset_is_an_error():
+    with pytest.raises(ValueError, match="builds no JobSet"):
+        gang_from_objects([])
+
+
+@pytest.mark.parametrize("quotas,expected", [
+    ([], None),
+    ([quota("q", {f"requests.{GPU}": 32}, {f"requests.{GPU}": 8})], None),
+    ([quota("q", {f"requests.{GPU}": 24}, {f"requests.{GPU}": 16})],
+     (WAITS, f"quota q in ns requests.{GPU} 24, used 16, this job needs 16")),
+    ([quota("q", {f"requests.{GPU}": 8})], (REFUSED, f"quota q in ns allows requests.{GPU} 8, this job needs 16: it can never start")),
+    ([quota("q", {"pods": 1})], (REFUSED, "quota q in ns allows pods 1, this job needs 2: it can never start")),
+    ([quota("q", {f"requests.{GPU}": 8}, ns="other")], None),
+    ([quota("scoped", {f"requests.{GPU}": 0}, scope={"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["low"]}]})], None),
+    ([quota("scoped", {f"requests.{GPU}": 0}, scope={"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["low"]}]})],
+     (REFUSED, f"quota scoped in ns allows requests.{GPU} 0, this job needs 16: it can never start")),
+], ids=["none", "room", "used-up", "hard", "pods", "other-namespace", "scope-not-matching", "scope-matching"])
+def test_quota(quotas, expected):
+    verdict = check_quota(gang_from_objects(built(2, 8)), quotas)
+    assert (verdict and (verdict.outcome, verdict.message)) == expected
+
+
+@pytest.mark.parametrize("queues,pods,groups,expected", [
+    ([queue("team-a", capability=32)], [], [], None),
+    ([queue("team-a", capability=32)], [pod("a", "n0", 8, group="g1"), pod("b", "n1", 8, group="g1"),
+                                        pod("c", "n2", 8, group="g1")], [pod_group("g1", "team-a", 24, 3)],
+     (WAITS, f"queue team-a capability {GPU} 32, allocated 24, this job needs 16")),
+    ([queue("team-a", capability=32)], [pod("a", "n0", 8, group="g1")],
+     [pod_group("g1", "team-a", 8), pod_group("g2", "team-a", 16, 2, phase="Inqueue")],
+     (WAITS, f"queue team-a capability {GPU} 32, allocated 8, admitted gangs hold 16 more, this job needs 16")),
+    ([queue("team-a", capability=32)], [pod("a", "n0", 8, group="g1", phase="Succeeded")],
+     [pod_group("g1", "team-a", 8)], None),  # finished pods hold nothing
+    ([queue("team-a")], [pod("a", "n0", 8), pod("b", "n1", 8), pod("c", "n2", 8, scheduler="volcano")], [], None),
+    ([queue("team-a", capability=32, state="Closed")], [], [], (WAITS, "queue team-a is Closed, it admits no new gang")),
+    ([queue("team-b")], [], [], (REFUSED, "queue team-a does not exist")),
+], ids=["room", "full", "inqueue-reserved", "finished", "no-capability", "closed", "missing"])
+def test_queue(queues, pods, groups, expected):
+    uses = queue_uses(queues, groups, pods)
+    verdict = check_queue(gang_from_objects(built(2, 8)), uses.get("team-a"), {GPU: Fraction(32)})
+    assert (verdict and (verdict.outcome, verdict.message)) == expected
+
+
+def test_queue_without_capability_is_bounded_by_the_cluster():
+    uses = queue_uses([queue("team-a")], [pod_group("g", "team-a", 24, 3)],
+                      [pod(f"p{i}", f"n{i}", 8, group="g") for i in range(3)])
+    verdict = check_queue(gang_from_objects(built(2, 8)), uses["team-a"], {GPU: Fraction(32)})
+    assert verdict.message == f"queue team-a cluster total {GPU} 32, allocated 24, this job needs 16"
+
+
+@pytest.mark.parametrize("busy,pods,gpus,topology,outcome,check,message", [
+    ([], 2, 8, None, FITS, "placement", "fits now: n0 1 pod, n1 1 pod"),
+    ([("n0", 4)], 1, 4, None, FITS, "placement", "fits now: n0 1 pod"),  # best fit: the fullest node that fits
+    ([("n0", 8), ("n1", 8), ("n2", 8)], 2, 8, None, WAITS, "cluster",
+     f"the cluster has 8 free {GPU}, this job needs 16 (2 pods)"),
+    ([("n0", 4), ("n1", 4), ("n2", 4), ("n3", 4)], 2, 8, None, WAITS, "fragmentation",
+     f"fragmented: 16 free {GPU} in total, enough for this job's 16, but no set of nodes hosts its 2 pods of up to "
+     f"8 {GPU} (free per node: n0 4, n1 4, n2 4, n3 4)"),
+    ([("n0", 4), ("n2", 4)], 2, 8, RACK1, WAITS, "topology",
+     f"topology: the gang must fit in one rack (networkTopology hard, highestTierAllowed 1) and none has room for "
+     f"its 2 pods of up to 8 {GPU} (free per rack: rack-0 12, rack-1 12; the cluster as a whole could host it)"),
+    ([("n0", 4)], 2, 8, RACK1, FITS, "placement", "fits in rack rack-1: n2 1 pod, n3 1 pod"),
+    ([("n0", 4), ("n2", 4)], 2, 8, {"mode": "hard", "highestTierAllowed": 2}, FITS, "placement",
+     "fits in spine spine-0: n1 1 pod, n3 1 pod"),
+    ([("n0", 4), ("n2", 4)], 2, 8, {"mode": "soft", "highestTierAllowed": 1}, FITS, "placement",
+     "fits now: n1 1 pod, n3 1 pod"),
+], ids=["empty", "best-fit", "cluster-full", "fragmented", "topology", "topology-fits", "spine", "soft-topology"])
+def test_placement(busy, pods, gpus, topology, outcome, check, message):
+    nodes = nodes_from(FOUR, [pod(f"b{i}", name, n) for i, (name, n) in enumerate(busy)])
+    verdict = check_placement(gang_from_objects(built(pods, gpus, topology=topology)), nodes)
+    assert (verdict.outcome, verdict.check, verdict.message) == (outcome, check, message)
+
+
+def test_pack_skips_unready_and_cordoned_nodes():
+    nodes = nodes_from([node("a", "r", ready=False), node("b", "r", cordoned=True), node("c", "r")], [])
+    assert pack([{GPU: Fraction(8)}], nodes) == {"c": 1}
+    assert pack([{GPU: Fraction(8)}] * 2, nodes) is None
+
+
+def test_racks_from_hypernodes_override_labels():
+    hyper = [{"metadata": {"name": "hn-a"}, "spec": {"tier": 1, "members": [
+                 {"type": "Node", "selector": {"exactMatch": {"name": "n0"}}},
+                 {"type": "Node", "selector": {"exactMatch": {"name": "n2"}}}]}},
+             {"metadata": {"name": "hn-b"}, "spec": {"tier": 1, "members": [
+                 {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"trainyard.dev/rack": "rack-0"}}}}]}},
+             {"metadata": {"name": "top"}, "spec": {"tier": 2, "members": [
+                 {"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-a"}}}]}}]
+    nodes = {n.name: (n.rack, n.spine) for n in nodes_from(FOUR, [], hyper)}
+    assert nodes["n2"] == ("hn-a", "top") and nodes["n1"] == ("hn-b", "spine-0") and nodes["n3"] == ("rack-1", "spine-0")
+
+
+@pytest.mark.parametrize("quotas,capability,busy,check,code", [
+    ([quota("q", {f"requests.{GPU}": 8})], 32, [], "quota", 2),
+    ([quota("q", {f"requests.{GPU}": 64}, {f"requests.{GPU}": 56})], 32, [], "quota", 1),
+    ([], 8, [], "queue", 1),
+    ([], 32, [("n0", 8), ("n1", 8), ("n2", 8)], "cluster", 1),
+    ([], 32, [], "placement", 0),
+], ids=["quota-refused", "quota-waits", "queue-waits", "cluster-waits", "fits"])
+def test_first_blocking_check_wins_and_sets_the_exit_code(quotas, capability, busy, check, code):
+    nodes = nodes_from(FOUR, [pod(f"b{i}", name, n, ns="x") for i, (name, n) in enumerate(busy)])
+    verdicts = fit(gang_from_objects(built(2, 8)), quotas, queue_uses([queue("team-a", capability)], [], []), nodes)
+    assert verdicts[-1].check == check and exit_code(verdicts[-1]) == code
+
+
+@pytest.mark.parametrize("priority,groups,expected", [
+    (None, [], "priority (none) = 0; no gang waits in queue team-a"),
+    ("high", [pod_group("w1", "team-a", 8, phase="Pending")],
+     "priority high = 100; 1 gang(s) wait in queue team-a, 1 of them at this priority or above (they go first)"),
+    ("low", [pod_group("w1", "team-a", 8, phase="Pending"), pod_group("w2", "team-a", 8, phase="Inqueue"),
+             pod_group("w3", "team-a", 8, phase="Pending"), pod_group("r", "team-a", 8, running=1)],
+     "priority low = 1; 3 gang(s) wait in queue team-a, 2 of them at this priority or above (they go first)"),
+], ids=["alone", "high-first", "low-behind"])
+def test_priority_note(priority, groups, expected):
+    gang = gang_from_objects(built(2, 8, priority=priority))
+    for group, klass in zip(groups, ("high", "low")):  # w1 high, w2 low, w3 none
+        group["spec"]["priorityClassName"] = klass
+    use = queue_uses([queue("team-a", 32)], groups, [])["team-a"]
+    assert priority_note(gang, use, {"high": 100, "low": 1}) == expected

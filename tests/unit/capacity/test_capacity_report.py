@@ -1,0 +1,114 @@
+"""`trainyard report`'s pure part: the numbers from listed objects, the terminal text and the HTML page."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainyard.capacity.live import Snapshot
+from trainyard.capacity.report import build_report, render_text
+
+from capacity_builders import FOUR, GPU, pod, pod_group, queue, quota
+
+UNSCHEDULABLE = {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                 "message": "2/2 tasks in gang unschedulable: pod group is not ready", "lastTransitionTime": "t"}
+ENQUEUE = {"involvedObject": {"kind": "PodGroup", "name": "wait", "uid": "uid-wait"}, "reason": "Unschedulable",
+           "message": "queue resource quota insufficient: insufficient nvidia.com/gpu", "lastTimestamp": "t"}
+
+
+def snapshot() -> Snapshot:
+    return Snapshot(
+        nodes=FOUR,
+        pods=[pod("r0", "n0", 8, group="run"), pod("r1", "n2", 8, group="run"),  # a running 2 x 8 gang in team-a
+              pod("x", "n3", 4, ns="other"),  # a 4-GPU pod of another scheduler
+              pod("old", "n1", 8, phase="Succeeded", group="done"),  # finished: holds nothing
+              pod("w0", None, 8, group="wait"), pod("w1", None, 8, group="wait")],  # a waiting gang, unbound
+        queues=[queue("team-a", capability=24, deserved=16), queue("default")],
+        pod_groups=[pod_group("run", "team-a", 16, 2, running=2), pod_group("done", "team-a", 8, phase="Completed"),
+                    pod_group("wait", "team-a", 16, 2, phase="Pending", conditions=[UNSCHEDULABLE])],
+        quotas=[quota("tenant-quota", {f"requests.{GPU}": 64, "count/trainjobs.trainer.kubeflow.org": 10},
+                      {f"requests.{GPU}": 32, "count/trainjobs.trainer.kubeflow.org": 2})],
+        events=[ENQUEUE])
+
+
+@pytest.fixture
+def report():
+    return build_report(snapshot())
+
+
+def test_gpus_by_node_and_rack(report):
+    assert [(n["node"], n["rack"], n["allocated"], n["free"], n["fragmented"]) for n in report.nodes] == [
+        ("n0", "rack-0", 8, 0, 0), ("n1", "rack-0", 0, 8, 0), ("n2", "rack-1", 8, 0, 0), ("n3", "rack-1", 4, 4, 4)]
+    assert [(r["rack"], r["allocatable"], r["allocated"], r["free"], r["fragmented"], r["largest_free_node"])
+            for r in report.racks] == [("rack-0", 16, 8, 8, 0, 8), ("rack-1", 16, 12, 4, 4, 4)]
+    assert report.totals == {"allocatable": 32, "allocated": 20, "free": 12, "fragmented": 4, "nodes": 4}
+
+
+def test_queues_and_pending_gangs_with_why(report):
+    team_a = next(q for q in report.queues if q["queue"] == "team-a")
+    assert team_a == {"queue": "team-a", "state": "Open", "weight": 1, "weight_share": 16.0, "deserved": 16,
+                      "capability": 24, "guarantee": None, "allocated": 16, "inqueue": 0, "volcano_allocated": None,
+                      "running_gangs": 1, "pending_gangs": 1}
+    assert report.pending == [{"queue": "team-a", "podgroup": "ns/wait", "phase": "Pending",
+                               "why": "queue resource quota insufficient: insufficient nvidia.com/gpu"}]
+
+
+def test_pending_gang_without_enqueue_event_shows_its_condition():
+    snap = snapshot()
+    snap.events = []
+    assert build_report(snap).pending[0]["why"] == ("NotEnoughResources: 2/2 tasks in gang unschedulable: "
+                                                    "pod group is not ready")
+
+
+def test_memory_quota_in_binary_units():
+    snap = snapshot()
+    snap.quotas = [quota("m", {"requests.memory": "2Ti"}, {"requests.memory": "12Gi"})]
+    assert [(q["used"], q["hard"], q["percent"]) for q in build_report(snap).quotas] == [("12Gi", "2Ti", 0.6)]
+
+
+def test_quota_use(report):
+    assert report.quotas == [
+        {"namespace": "ns", "quota": "tenant-quota", "resource": "count/trainjobs.trainer.kubeflow.org", "used": 2,
+         "hard": 10, "percent": 20.0},
+        {"namespace": "ns", "quota": "tenant-quota", "resource": f"requests.{GPU}", "used": 32, "hard": 64,
+         "percent": 50.0}]
+
+
+@pytest.mark.parametrize("full_pod_gpus,fragmented", [(8, 4), (4, 0), (16, 12)])
+def test_fragmentation_threshold(full_pod_gpus, fragmented):
+    assert build_report(snapshot(), full_pod_gpus).totals["fragmented"] == fragmented
+
+
+def test_empty_platform():
+    report = build_report(Snapshot())
+    assert report.totals == {"allocatable": 0, "allocated": 0, "free": 0, "fragmented": 0, "nodes": 0}
+    assert "GPUs (nvidia.com/gpu): 0 allocatable" in render_text(report)
+
+
+def test_text_and_html(report, tmp_path):
+    from trainyard.capacity.html import write_html
+
+    text = render_text(report)
+    for title in ("GPUs by node", "GPUs by rack", "Queues", "Pending gangs", "Tenant quotas",
+                  "queue resource quota insufficient"):
+        assert title in text
+    page = write_html(report, tmp_path).read_text()
+    for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"):
+        assert f'src="{png}"' in page and (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "report.json").exists() and "<h2>Tenant quotas</h2>" in page
+
+
+@pytest.mark.parametrize("queues,expected", [
+    ([queue("a", weight=3), queue("b", weight=1)], {"a": 24.0, "b": 8.0}),
+    ([queue("a", capability=8, weight=3), queue("b", weight=1), queue("root", weight=1)], {"a": 8.0, "b": 8.0,
+                                                                                            "root": None}),
+])
+def test_weight_share(queues, expected):
+    snap = snapshot()
+    snap.queues = queues
+    assert {q["queue"]: q["weight_share"] for q in build_report(snap).queues} == expected
+
+
+def test_volcanos_own_allocated_figure_is_shown():
+    snap = snapshot()
+    snap.queues[0]["status"]["allocated"] = {GPU: "16", "cpu": "0"}
+    assert next(q for q in build_report(snap).queues if q["queue"] == "team-a")["volcano_allocated"] == 16
