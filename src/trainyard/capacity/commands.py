@@ -1,6 +1,7 @@
 """`trainyard fit` and `trainyard report`: the live platform's answer for one TrainJob, and its capacity report."""
 
 from __future__ import annotations
+from trainyard import k8s as K
 
 import json
 from pathlib import Path
@@ -119,13 +120,13 @@ def _queue_note(check: str, gang, queues) -> str:
     if check != "queue":
         return ""
     queue = queues.get(gang.queue or "default")
-    gpus = (queue.capability.get("nvidia.com/gpu") if queue else None)
+    gpus = (queue.capability.get(K.GPU_RESOURCE) if queue else None)
     if queue is None or gpus is None:
         return ""
     from .model import number
 
-    return (f" {queue.name}: capability nvidia.com/gpu {number(gpus)}, allocated "
-            f"{number(queue.allocated.get('nvidia.com/gpu', 0))}, this job needs {number(gang.total.get('nvidia.com/gpu', 0))}")
+    return (f" {queue.name}: capability {K.GPU_RESOURCE} {number(gpus)}, allocated "
+            f"{number(queue.allocated.get(K.GPU_RESOURCE, 0))}, this job needs {number(gang.total.get(K.GPU_RESOURCE, 0))}")
 
 
 def _resources(values: dict) -> str:

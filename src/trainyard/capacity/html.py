@@ -1,6 +1,7 @@
 """The report as an HTML page with matplotlib plots (PNG files next to it) and its JSON."""
 
 from __future__ import annotations
+from trainyard import k8s as K
 
 import html
 import json
@@ -63,7 +64,7 @@ def plots(report: Report, out: Path) -> list[str]:
         for offset, (label, values) in zip((-width, 0, width), series.items()):
             ax.bar(x + offset, values, width, label=label)
         ax.set_xticks(x, labels, rotation=30)
-        ax.set_title("Queues: nvidia.com/gpu")
+        ax.set_title(f"Queues: {K.GPU_RESOURCE}")
         ax.legend()
         save(fig, "queues.png")
     gpu_quotas = [q for q in report.quotas if "gpu" in q["resource"]]
@@ -94,7 +95,7 @@ def write_html(report: Report, out: Path) -> Path:
     (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
     t = report.totals
     sections = [
-        ("GPUs by node", report.nodes), ("GPUs by rack", report.racks), ("Queues (nvidia.com/gpu)", report.queues),
+        ("GPUs by node", report.nodes), ("GPUs by rack", report.racks), (f"Queues ({K.GPU_RESOURCE})", report.queues),
         ("Pending gangs", report.pending), ("Tenant quotas", report.quotas)]
     body = [f"<h1>trainyard capacity report</h1><p>{t.get('allocatable', 0)} GPUs allocatable, "
             f"{t.get('allocated', 0)} allocated, {t.get('free', 0)} free, {t.get('fragmented', 0)} fragmented "

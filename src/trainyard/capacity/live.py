@@ -13,14 +13,15 @@ from kubernetes.client.exceptions import ApiException
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
 from trainyard.controller.apiserver import ApiServer, Resource
+from trainyard import k8s as K
 
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
 PODS = Resource("v1", "Pod", "pods")
 EVENTS = Resource("v1", "Event", "events")
 QUOTAS = Resource("v1", "ResourceQuota", "resourcequotas")
-QUEUES = Resource("scheduling.volcano.sh/v1beta1", "Queue", "queues", namespaced=False)
-PODGROUPS = Resource("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups")
-HYPERNODES = Resource("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
+QUEUES = Resource(K.VOLCANO_API_VERSION, "Queue", "queues", namespaced=False)
+PODGROUPS = Resource(K.VOLCANO_API_VERSION, "PodGroup", "podgroups")
+HYPERNODES = Resource(f"{K.VOLCANO_TOPOLOGY_GROUP}/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
 TRAINJOBS = Resource(C.API_VERSION, C.TRAINJOB_KIND, "trainjobs")
 
 

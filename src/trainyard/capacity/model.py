@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable
 
-from trainyard.controller.quantity import parse_quantity
+from trainyard.k8s import parse_quantity
 from trainyard.controller.resources import pod_requests
+from trainyard import k8s as K
 
-GPU = "nvidia.com/gpu"
-RACK_LABEL = "trainyard.dev/rack"
-SPINE_LABEL = "trainyard.dev/spine"
+GPU = K.GPU_RESOURCE
+RACK_LABEL = K.RACK_LABEL
+SPINE_LABEL = K.SPINE_LABEL
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-VOLCANO_PODGROUP = "scheduling.volcano.sh/v1beta1"
+VOLCANO_PODGROUP = K.VOLCANO_API_VERSION
 FINISHED = ("Succeeded", "Failed")
 FULL_POD_GPUS = 8  # "fragmented": free GPUs on nodes that cannot host one pod of this many GPUs
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from trainyard.controller.quantity import format_quantity
+from trainyard.k8s import format_quantity
 
 from .live import Snapshot
 from .model import (FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources,
