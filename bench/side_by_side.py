@@ -213,6 +213,18 @@ def start_controller(which: str, unlimited: bool) -> int:
     return ProcessTable(local.ClusterPaths.for_name(CLUSTER.name).root).load()[PROCESS]
 
 
+def clean_up(custom, core, namespace: str) -> None:
+    """TrainJobs first, then the namespace: the namespace controller, racing the next run's CRD switch, can
+    finish a namespace while TrainJobs are left in etcd, and the next controller would reconcile them."""
+    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs")
+    deadline = time.monotonic() + 300
+    while custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs")["items"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"TrainJobs in {namespace} were not deleted within 300 s")
+        time.sleep(1)
+    core.delete_namespace(namespace)
+
+
 def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: int, stream: int, rate: float) -> dict:
     label = f"{which}{' unlimited' if unlimited else ''}"
     print(f"# {label}: {count} TrainJobs pre-created, then a stream of {stream} at {rate}/s", file=sys.stderr)
@@ -248,7 +260,7 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     writes = sum(v for (verb, _), v in summed.items() if verb in WRITE_VERBS)
     curve = sorted(watcher.done[n] - started for n in drain_names if n in watcher.done)
     stop_trainjob_controller(CLUSTER.name)
-    core.delete_namespace(namespace)
+    clean_up(custom, core, namespace)
     return {
         "controller": which, "limits": "unlimited" if unlimited else "shipped (qps 50, burst 100)",
         "drained": drained, "drain_seconds": round(drain_seconds, 1),

@@ -70,7 +70,8 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--health-address=127.0.0.1:{ports.port('controller_health')}",
         f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
         f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
-        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}"]))
+        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
+        f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}"]))
     if not wait_for_port(ports.port("controller_webhook"), 60, lambda: PROCESS in table.running()):
         raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / (PROCESS + '.log')}")
     config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")
@@ -171,17 +172,21 @@ def stop_trainjob_controller(cluster_name: str, timeout: float = 30.0) -> None:
         local.kubectl(cluster_name, "delete", kind, name, "--ignore-not-found")
 
 
-def switch_trainjob_controller(cluster_name: str, which: str, echo=print) -> None:
+def switch_trainjob_controller(cluster_name: str, which: str, echo=print, client_limits: tuple[float, int] | None = None
+                              ) -> None:
     """Stop the running cluster's TrainJob controller, install `which` one's CRDs and webhooks, start it.
 
     For differential tests: the same TrainJobs reconciled by Kubeflow Trainer's controller and by trainyard's
-    on one cluster, in turn. The CRDs are applied by the same field manager, so the other's versions and
+    on one cluster, in turn; `client_limits` (qps, burst) overrides the controller's client-side API limits.
+    The CRDs are applied by the same field manager, so the other's versions and
     schemas are replaced, not merged.
     """
     state = local.read_state(cluster_name)
     if not state:
         raise ClusterError(f"cluster {cluster_name!r} does not exist")
     spec = dataclasses.replace(ClusterSpec(**state["spec"]), trainjob_controller=which)  # validates `which`
+    if client_limits is not None:  # (qps, burst); qps < 0: no limit (benchmarks)
+        spec = dataclasses.replace(spec, controller_qps=client_limits[0], controller_burst=client_limits[1])
     check_built(spec)
     paths = ClusterPaths.for_name(cluster_name)
     stop_trainjob_controller(cluster_name)
