@@ -68,14 +68,20 @@ class Store:
 class CachedReads:
     """`ApiServer`'s interface with `get` served from synced stores; everything else goes to `api`."""
 
-    def __init__(self, api: ApiServer, stores: dict[Resource, Store]):
+    def __init__(self, api: ApiServer, stores: dict[Resource, Store], fresh_on_miss: bool = False):
         self.api, self.stores = api, stores
+        # Admission: an object the store lacks may have been created a moment ago (a runtime, then at once
+        # a TrainJob naming it); confirm a miss with the API server instead of refusing on a lagging cache.
+        self.fresh_on_miss = fresh_on_miss
 
     def __getattr__(self, name: str):
         return getattr(self.api, name)
 
     def guarded(self, may_write) -> "CachedReads":
-        return CachedReads(self.api.guarded(may_write), self.stores)
+        return CachedReads(self.api.guarded(may_write), self.stores, self.fresh_on_miss)
+
+    def for_admission(self) -> "CachedReads":
+        return CachedReads(self.api, self.stores, fresh_on_miss=True)
 
     def _store(self, resource: Resource) -> Store | None:
         store = self.stores.get(resource)
@@ -86,6 +92,8 @@ class CachedReads:
         if store is None:
             return self.api.get(resource, name, namespace)
         obj = store.get(name, namespace)
+        if obj is None and self.fresh_on_miss:
+            return self.api.get(resource, name, namespace)
         if obj is not None:
             obj.setdefault("apiVersion", resource.api_version)
             obj.setdefault("kind", resource.kind)

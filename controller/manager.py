@@ -170,6 +170,7 @@ class Manager:
         self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
                           for resource, handler, store in watched]
         reads = CachedReads(api, {informer.resource: informer.store for informer in self.informers})
+        self.admission_reads = reads.for_admission()  # the webhook's lookups: stores first, like upstream's cache
         # Reconciles read from the informers' stores and write through a fenced view: one paused
         # mid-reconcile past the lease writes nothing.
         self.work_api = reads.guarded(self.elector.holds_lease) if self.elector else reads

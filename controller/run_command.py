@@ -92,7 +92,7 @@ def run(
             raise typer.Exit(2)
         from .webhook_server import serve_webhooks
 
-        serve_webhooks(api, webhook_address, cert_dir)
+        serve_webhooks(manager.admission_reads, webhook_address, cert_dir)
     signal.signal(signal.SIGTERM, lambda *_: manager.shutdown())
     signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
     manager.run()

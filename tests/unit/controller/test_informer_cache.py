@@ -113,3 +113,21 @@ def test_a_relist_forgets_objects_deleted_while_the_watch_was_away():
 class _NeverStop:
     def is_set(self) -> bool:
         return False
+
+
+def test_admission_confirms_a_cache_miss_with_the_api_server():
+    """A runtime created a moment ago, then at once a TrainJob naming it: admission must not refuse on a
+    store that has not seen the runtime yet; reconcile (no fresh_on_miss) trusts the synced store."""
+    rt = runtime(name="just-created", kind="TrainingRuntime")
+    api = FakeApiServer(rt)
+    store = Store(RESOURCES["TrainingRuntime"])
+    store.replace([])  # synced before the runtime's watch event arrived
+    reads = CachedReads(api, {RESOURCES["TrainingRuntime"]: store})
+    assert reads.get(RESOURCES["TrainingRuntime"], "just-created", "ns") is None
+    assert api.verbs("get") == []
+    found = reads.for_admission().get(RESOURCES["TrainingRuntime"], "just-created", "ns")
+    assert found["metadata"]["name"] == "just-created" and api.verbs("get") == ["TrainingRuntime/just-created"]
+    store.put(rt)
+    api.calls.clear()
+    assert reads.for_admission().get(RESOURCES["TrainingRuntime"], "just-created", "ns") is not None
+    assert api.verbs("get") == [], "a hit is served from the store"
