@@ -85,9 +85,16 @@ class Cluster:
         self.created_namespaces.append(name)
         return name
 
-    def delete_created_namespaces(self) -> None:
+    def delete_created_namespaces(self, wait: bool = False) -> None:
+        """`wait`: TrainJobs first and until gone, then the namespace until gone. A namespace deleted while
+        the API server restarts (reliability tests) can be finalized with its TrainJobs and PodGroups left
+        in etcd, invisible and still holding Volcano queue capacity for every later test."""
         while self.created_namespaces:
-            self.kubectl("delete", "namespace", self.created_namespaces.pop(), "--wait=false")
+            name = self.created_namespaces.pop()
+            if wait:
+                self.kubectl("delete", "trainjobs.trainer.kubeflow.org", "--all", "-n", name, "--wait=true",
+                             "--timeout=600s")
+            self.kubectl("delete", "namespace", name, f"--wait={'true' if wait else 'false'}", "--timeout=600s")
 
     def wait(self, predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
         return wait_for(predicate, timeout, what, interval)

@@ -135,6 +135,14 @@ def metric(cluster, name: str, **labels) -> float:
     return total
 
 
+@pytest.fixture(autouse=True)
+def _namespaces_gone_before_the_next_restart(cluster):
+    """These tests restart the API server: a namespace still being deleted then could be finalized with its
+    500 TrainJobs (and their Inqueue PodGroups) orphaned in etcd, starving later tests' gangs (CI saw it)."""
+    yield
+    cluster.delete_created_namespaces(wait=True)
+
+
 @pytest.fixture
 def controller(cluster):
     """The cluster's controller process; restarted (and leading again) after the test whatever happened."""
