@@ -1,7 +1,6 @@
 """`trainyard fit` and `trainyard report`: the live platform's answer for one TrainJob, and its capacity report."""
 
 from __future__ import annotations
-from trainyard import k8s as K
 
 import json
 from pathlib import Path
@@ -10,6 +9,9 @@ from typing import Optional
 import typer
 import yaml
 from kubernetes.client.exceptions import ApiException
+
+from trainyard import k8s as K
+from trainyard.errors import TrainyardError
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
 
@@ -50,6 +52,9 @@ def fit_command(
     trainjob["metadata"]["namespace"] = namespace or trainjob["metadata"].get("namespace") or "default"
     try:
         lines, code = run_fit(trainjob, kubeconfig)
+    except TrainyardError as err:
+        typer.echo(f"Error: {err}", err=True)
+        raise typer.Exit(EXIT_REFUSED)
     except ApiException as exc:
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(EXIT_REFUSED)
@@ -146,6 +151,9 @@ def report_command(
 
     try:
         snap = live.snapshot(live.connect(kubeconfig))
+    except TrainyardError as err:
+        typer.echo(f"Error: {err}", err=True)
+        raise typer.Exit(2)
     except ApiException as exc:
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(2)

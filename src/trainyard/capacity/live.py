@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
+from trainyard import k8s as K
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
 from trainyard.controller.apiserver import ApiServer, Resource
-from trainyard import k8s as K
+from trainyard.errors import TrainyardError
 
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
 PODS = Resource("v1", "Pod", "pods")
@@ -75,8 +77,28 @@ def meta_name(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("name", "")
 
 
+class NoKubeconfig(TrainyardError):
+    """No cluster to ask: neither --kubeconfig, $KUBECONFIG, ~/.kube/config nor a running local cluster."""
+
+
+def default_kubeconfig() -> str | None:
+    """$KUBECONFIG or ~/.kube/config when present (the client's own order), else the running local cluster's
+    (`make up`), so the README's commands work in a fresh shell."""
+    import os
+
+    from trainyard.cluster import local
+    from trainyard.cluster.spec import ClusterSpec
+
+    if os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file():
+        return None
+    if local.is_running(ClusterSpec.name):
+        return str(local.ClusterPaths.for_name(ClusterSpec.name).kubeconfig)
+    raise NoKubeconfig("no cluster to ask: pass --kubeconfig FILE or set KUBECONFIG, or start the local "
+                       "platform with `make up`")
+
+
 def connect(kubeconfig: str | None) -> ApiServer:
-    return ApiServer.from_kubeconfig(kubeconfig)
+    return ApiServer.from_kubeconfig(kubeconfig or default_kubeconfig())
 
 
 def _message(exc: ApiException) -> str:

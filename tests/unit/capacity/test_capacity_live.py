@@ -37,3 +37,22 @@ def test_dry_run_refusal_is_the_api_servers_message():
     exc.body = json.dumps({"message": "exceeded quota: tenant-quota"})
     assert live.dry_run_create(Recorder(exc), {"metadata": {"name": "x", "namespace": "n"}}, live.TRAINJOBS) == \
         "exceeded quota: tenant-quota"
+
+
+def test_fit_and_report_without_any_kubeconfig_say_how_to_point_them_at_a_cluster(tmp_path, monkeypatch):
+    """A fresh shell after `make down`: no $KUBECONFIG, no ~/.kube/config, no local cluster running."""
+    from typer.testing import CliRunner
+
+    from trainyard.cli import app
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr("trainyard.cluster.local.is_running", lambda name: False)
+    tj = tmp_path / "tj.yaml"
+    tj.write_text("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: a, namespace: n}\n"
+                  "spec: {runtimeRef: {name: r}}\n")
+    for args in (["fit", str(tj)], ["report"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert "pass --kubeconfig FILE or set KUBECONFIG, or start the local platform with `make up`" in result.output
+        assert "Traceback" not in result.output
