@@ -99,21 +99,22 @@ class CachedReads:
             obj.setdefault("kind", resource.kind)
         return obj
 
+    def _remember(self, resource: Resource, written) -> None:
+        """The API server's answer to a write is the newest version: store it (read-your-writes)."""
+        store = self.stores.get(resource)
+        if store is not None and isinstance(written, dict):
+            written.setdefault("apiVersion", resource.api_version)
+            written.setdefault("kind", resource.kind)
+            store.put(written)
+
     def apply(self, obj: dict, *args, **kwargs) -> dict:
         applied = self.api.apply(obj, *args, **kwargs)
-        resource = resource_for(obj)
-        store = self.stores.get(resource)
-        if store is not None and isinstance(applied, dict):
-            applied.setdefault("apiVersion", resource.api_version)
-            applied.setdefault("kind", resource.kind)
-            store.put(applied)
+        self._remember(resource_for(obj), applied)
         return applied
 
     def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:
         patched = self.api.patch_status(resource, name, namespace, status)
-        store = self.stores.get(resource)
-        if store is not None and isinstance(patched, dict):
-            store.put(patched)
+        self._remember(resource, patched)
         return patched
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *args, **kwargs) -> None:

@@ -36,20 +36,15 @@ def plots(report: Report, out: Path) -> list[str]:
         plt.close(fig)
         written.append(name)
 
-    if report.nodes:
-        fig, ax = plt.subplots(figsize=(max(6, len(report.nodes) * 0.8), 4))
-        _bar_stacked(ax, [n["node"] for n in report.nodes],
-                     {"allocated": [n["allocated"] for n in report.nodes],
-                      "free (usable)": [n["free"] - n["fragmented"] for n in report.nodes],
-                      "free (fragmented)": [n["fragmented"] for n in report.nodes]}, "GPUs by node", "GPUs")
-        save(fig, "gpus_by_node.png")
-    if report.racks:
-        fig, ax = plt.subplots(figsize=(max(5, len(report.racks) * 1.2), 4))
-        _bar_stacked(ax, [r["rack"] for r in report.racks],
-                     {"allocated": [r["allocated"] for r in report.racks],
-                      "free (usable)": [r["free"] - r["fragmented"] for r in report.racks],
-                      "free (fragmented)": [r["fragmented"] for r in report.racks]}, "GPUs by rack", "GPUs")
-        save(fig, "gpus_by_rack.png")
+    for rows, key, min_width, per_bar in ((report.nodes, "node", 6, 0.8), (report.racks, "rack", 5, 1.2)):
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(max(min_width, len(rows) * per_bar), 4))
+        _bar_stacked(ax, [r[key] for r in rows],
+                     {"allocated": [r["allocated"] for r in rows],
+                      "free (usable)": [r["free"] - r["fragmented"] for r in rows],
+                      "free (fragmented)": [r["fragmented"] for r in rows]}, f"GPUs by {key}", "GPUs")
+        save(fig, f"gpus_by_{key}.png")
     if report.queues:
         import numpy as np
 
