@@ -16,7 +16,8 @@ For each controller (trainyard, upstream trainer-controller-manager), once at th
 
 Results: JSON (`--out DIR`/side_by_side.json), a table on stdout, and a PNG of completed TrainJobs over time.
 
-Usage: .venv/bin/python bench/side_by_side.py [--count 1000] [--stream 200] [--rate 20] [--out bench/out] [--keep]
+Usage: .venv/bin/python bench/side_by_side.py [--count 1000] [--stream 200] [--rate 20] [--controllers trainyard,upstream]
+       [--limits shipped|unlimited|both] [--out bench/out] [--keep]
 It starts its own cluster (name trainyard-sbs, ports from 29400) and stops it afterwards.
 """
 
@@ -314,6 +315,7 @@ def main() -> int:
     parser.add_argument("--stream", type=int, default=200)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--controllers", default="trainyard,upstream")
+    parser.add_argument("--limits", choices=("shipped", "unlimited", "both"), default="both")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     args = parser.parse_args()
@@ -325,7 +327,8 @@ def main() -> int:
     results: list[dict] = []
     try:
         ceiling = write_ceiling(clients)
-        runs = [(which, unlimited) for which in args.controllers.split(",") for unlimited in (False, True)]
+        runs = [(which, unlimited) for which in args.controllers.split(",") for unlimited in
+                {"shipped": (False,), "unlimited": (True,), "both": (False, True)}[args.limits]]
         for index, (which, unlimited) in enumerate(runs):
             results.append(run_one(clients, which, unlimited, index, args.count, args.stream, args.rate))
     finally:

@@ -11,6 +11,8 @@ no label to select the controller's own: their shape must stay upstream's), but 
 controls are kept, so memory follows the number of TrainJobs, not the cluster's ConfigMaps.
 Writes go through to the API server and their responses are put in the store (read-your-writes), so
 the next reconcile does not rebuild an immutable Secret it has just created before its watch event lands.
+An apply that would change nothing (same configuration over an object untouched since) is not sent at
+all (`apply_record.py`): that is most of the reconciles a TrainJob's children's events trigger.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import threading
 from typing import Callable
 
 from .apiserver import ApiServer, Resource, resource_for
+from .apply_record import AppliedAs, digest, still_as_applied
 
 Key = tuple[str, str]
 
 
-def _key(obj: dict) -> Key:
+def object_key(obj: dict) -> Key:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta.get("name") or ""
 
@@ -35,25 +38,44 @@ class Store:
     def __init__(self, resource: Resource, keep: Callable[[dict], bool] = lambda obj: True):
         self.resource, self.keep = resource, keep
         self.objects: dict[Key, dict] = {}
+        self.applied: dict[Key, AppliedAs] = {}  # what this controller last applied to each object
         self.synced = threading.Event()
         self.lock = threading.Lock()
 
     def replace(self, objects: list[dict]) -> None:
         """A (re)list: exactly these exist now, whatever was stored before."""
         with self.lock:
-            self.objects = {_key(obj): obj for obj in objects if self.keep(obj)}
+            self.objects = {object_key(obj): obj for obj in objects if self.keep(obj)}
+            self.applied = {key: record for key, record in self.applied.items() if key in self.objects}
         self.synced.set()
+
+    def snapshot(self) -> dict[Key, dict]:
+        """The stored objects by key (shared, not copied: for comparing, not for mutating)."""
+        with self.lock:
+            return dict(self.objects)
 
     def put(self, obj: dict) -> None:
         with self.lock:
             if self.keep(obj):
-                self.objects[_key(obj)] = obj
+                self.objects[object_key(obj)] = obj
             else:
-                self.objects.pop(_key(obj), None)
+                self.objects.pop(object_key(obj), None)
 
     def remove(self, obj: dict) -> None:
         with self.lock:
-            self.objects.pop(_key(obj), None)
+            self.objects.pop(object_key(obj), None)
+            self.applied.pop(object_key(obj), None)
+
+    def unchanged_by(self, desired: dict, desired_digest: str) -> dict | None:
+        """The stored object if applying `desired` over it would change nothing (`apply_record`), else None."""
+        key = object_key(desired)
+        with self.lock:
+            live, record = self.objects.get(key), self.applied.get(key)
+        return live if still_as_applied(desired, desired_digest, live, record) else None
+
+    def record_apply(self, desired_digest: str, answer: dict) -> None:
+        with self.lock:
+            self.applied[object_key(answer)] = AppliedAs.of(desired_digest, answer)
 
     def get(self, name: str, namespace: str | None) -> dict | None:
         """A copy (callers mutate what they read), or None."""
@@ -108,8 +130,19 @@ class CachedReads:
             store.put(written)
 
     def apply(self, obj: dict, *args, **kwargs) -> dict:
+        """Server-side apply, unless the same configuration was applied over the stored object and nothing
+        changed it since (`apply_record`): then the stored object is the answer, and no request is sent."""
+        resource = resource_for(obj)
+        store = self._store(resource) if not (args or kwargs) else None  # the reconciler's own field manager only
+        desired_digest = digest(obj) if store is not None else None
+        if store is not None:
+            unchanged = store.unchanged_by(obj, desired_digest)
+            if unchanged is not None:
+                return copy.deepcopy(unchanged)
         applied = self.api.apply(obj, *args, **kwargs)
-        self._remember(resource_for(obj), applied)
+        self._remember(resource, applied)
+        if store is not None and isinstance(applied, dict):
+            store.record_apply(desired_digest, applied)
         return applied
 
     def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict:

@@ -19,14 +19,50 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader, Resource
-from .cache import CachedReads, Store
+from .cache import CachedReads, Store, object_key
 from .errors import ControllerError
 from .leader import LeaderElector
 from .plugins.trainjobstatus import StatusServerConfig
 from .reconciler import owner_trainjob, reconcile
-from .workqueue import WorkQueue
+from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")
+
+
+# The event a (re)list reports for an object nothing says has changed: on the first list, everything; on a
+# relist, what kept its resourceVersion. Handlers queue these at LOW_PRIORITY, as controller-runtime does.
+LISTED = "LISTED"
+
+
+def list_events(before: dict | None, items: list[dict]) -> list[tuple[str, dict]]:
+    """What a list means to the handlers, given the store before it (None: the first list).
+
+    Like client-go's reflector replacing its store: a relist after a watch gap reports objects created
+    meanwhile as ADDED, changed ones as MODIFIED, vanished ones as DELETED; the rest (and everything on the
+    first list) as LISTED, so keys nobody changed do not crowd out fresh work."""
+    if before is None:
+        return [(LISTED, item) for item in items]
+    events, seen = [], set()
+    for item in items:
+        key = object_key(item)
+        seen.add(key)
+        previous = before.get(key)
+        if previous is None:
+            events.append(("ADDED", item))
+        elif _version(previous) == _version(item):
+            events.append((LISTED, item))
+        else:
+            events.append(("MODIFIED", item))
+    events += [("DELETED", obj) for key, obj in before.items() if key not in seen]
+    return events
+
+
+def _version(obj: dict) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def priority_of(event_type: str) -> int:
+    return LOW_PRIORITY if event_type == LISTED else NORMAL_PRIORITY
 
 
 def _ignore(_event: str, _obj: dict) -> None:
@@ -100,9 +136,10 @@ class Informer:
     def _list(self) -> str | None:
         listing = self.api.list(self.resource)
         items = [self._typed(item) for item in listing.get("items", [])]
+        before = self.store.snapshot() if self.store.synced.is_set() else None
         self.store.replace(items)
-        for item in items:
-            self.on_event("ADDED", item)
+        for event_type, obj in list_events(before, items):
+            self.on_event(event_type, obj)
         return listing["metadata"].get("resourceVersion")
 
     def _watch(self, version: str | None, stop: threading.Event) -> tuple[str | None, bool]:
@@ -176,13 +213,13 @@ class Manager:
         self.work_api = reads.guarded(self.elector.holds_lease) if self.elector else reads
 
     # event handlers -------------------------------------------------------
-    def _on_trainjob(self, _event: str, obj: dict) -> None:
-        self.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+    def _on_trainjob(self, event: str, obj: dict) -> None:
+        self.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]), priority_of(event))
 
-    def _on_owned(self, _event: str, obj: dict) -> None:
+    def _on_owned(self, event: str, obj: dict) -> None:
         owner = owner_trainjob(obj)
         if owner:
-            self.queue.add(owner)
+            self.queue.add(owner, priority_of(event))
 
     # workers --------------------------------------------------------------
     def process_one(self, key: Key) -> None:

@@ -1,8 +1,13 @@
-"""A deduplicating work queue with delayed adds and per-key exponential backoff.
+"""A deduplicating priority work queue with delayed adds and per-key exponential backoff.
 
-Same contract as client-go's rate-limited queue: a key is processed by at most one worker at a
-time; adding a key that is queued or in flight coalesces; failures requeue with backoff up to a
-retry budget, after which the key is dropped (the next watch event brings it back).
+Same contract as controller-runtime's priority queue (the default since v0.22, which upstream's manager
+runs): a key is processed by at most one worker at a time; adding a key that is queued or in flight
+coalesces; higher priority first, first-come first-served within one priority; re-adding a queued key
+with a higher priority raises it (and it joins that priority's tail). Failures requeue with backoff up to
+a retry budget, after which the key is dropped (the next watch event brings it back).
+
+Priorities matter after a restart or a relist: every object the informers list is "seen" again, and
+those keys (LOW_PRIORITY) must not make a TrainJob created a second ago wait behind the whole backlog.
 """
 
 from __future__ import annotations
@@ -12,39 +17,50 @@ import threading
 import time
 from typing import Hashable
 
+NORMAL_PRIORITY = 0
+# What controller-runtime gives events from an informer's initial list or an unchanged object on resync.
+LOW_PRIORITY = -100
+
 
 class WorkQueue:
     def __init__(self, base_delay: float = 0.05, max_delay: float = 60.0, max_retries: int = 15):
         self._cond = threading.Condition()
-        self._queue: list[Hashable] = []
-        self._queued: set[Hashable] = set()
+        # Ready keys: heap of (-priority, sequence, key); `_queued` holds each key's live entry, so a raised
+        # key's old heap entry is recognised as stale and skipped.
+        self._ready: list[tuple[int, int, Hashable]] = []
+        self._queued: dict[Hashable, tuple[int, int]] = {}
         self._processing: set[Hashable] = set()
-        self._dirty: set[Hashable] = set()
-        self._delayed: list[tuple[float, int, Hashable]] = []
+        self._dirty: dict[Hashable, int] = {}  # added while in flight -> the priority it comes back with
+        self._delayed: list[tuple[float, int, Hashable, int]] = []
         self._failures: dict[Hashable, int] = {}
         self._seq = 0
         self._shutdown = False
         self.base_delay, self.max_delay, self.max_retries = base_delay, max_delay, max_retries
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable, priority: int = NORMAL_PRIORITY) -> None:
         with self._cond:
-            if self._shutdown:
-                return
-            if key in self._processing:
-                self._dirty.add(key)
-                return
-            if key not in self._queued:
-                self._queued.add(key)
-                self._queue.append(key)
-                self._cond.notify()
+            if not self._shutdown:
+                self._add_locked(key, priority)
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def _add_locked(self, key: Hashable, priority: int) -> None:
+        if key in self._processing:
+            self._dirty[key] = max(priority, self._dirty.get(key, priority))
+            return
+        queued = self._queued.get(key)
+        if queued is not None and -queued[0] >= priority:
+            return
+        self._seq += 1
+        self._queued[key] = (-priority, self._seq)
+        heapq.heappush(self._ready, (-priority, self._seq, key))
+        self._cond.notify()
+
+    def add_after(self, key: Hashable, delay: float, priority: int = NORMAL_PRIORITY) -> None:
         if delay <= 0:
-            self.add(key)
+            self.add(key, priority)
             return
         with self._cond:
             self._seq += 1
-            heapq.heappush(self._delayed, (time.monotonic() + delay, self._seq, key))
+            heapq.heappush(self._delayed, (time.monotonic() + delay, self._seq, key, priority))
             self._cond.notify()
 
     def retry(self, key: Hashable) -> bool:
@@ -72,9 +88,8 @@ class WorkQueue:
         with self._cond:
             while True:
                 self._promote_due()
-                if self._queue:
-                    key = self._queue.pop(0)
-                    self._queued.discard(key)
+                key = self._pop_ready()
+                if key is not None:
                     self._processing.add(key)
                     return key
                 if self._shutdown:
@@ -89,29 +104,29 @@ class WorkQueue:
                     wait = remaining if wait is None else min(wait, remaining)
                 self._cond.wait(wait)
 
+    def _pop_ready(self) -> Hashable | None:
+        while self._ready:
+            negative_priority, seq, key = heapq.heappop(self._ready)
+            if self._queued.get(key) == (negative_priority, seq):
+                del self._queued[key]
+                return key
+        return None
+
     def done(self, key: Hashable) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._dirty.discard(key)
-                if key not in self._queued:
-                    self._queued.add(key)
-                    self._queue.append(key)
-                    self._cond.notify()
+                self._add_locked(key, self._dirty.pop(key))
 
     def _promote_due(self) -> None:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
-            if key in self._processing:
-                self._dirty.add(key)
-            elif key not in self._queued:
-                self._queued.add(key)
-                self._queue.append(key)
+            _, _, key, priority = heapq.heappop(self._delayed)
+            self._add_locked(key, priority)
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue)
+            return len(self._queued)
 
     def shutdown(self) -> None:
         with self._cond:

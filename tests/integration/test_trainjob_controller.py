@@ -126,6 +126,28 @@ def test_suspend_then_resume(cluster, runtime):
                  timeout=120, what="the resumed TrainJob to complete")
 
 
+def test_children_edited_by_hand_are_put_back(cluster, runtime):
+    """The controller skips applies that would change nothing (controller/apply_record.py); an edit to a
+    child's spec or to metadata it applied must still be undone, as upstream's apply-every-time does."""
+    ns = cluster.namespace("drift")
+    create(cluster, trainjob("drifty", ns, runtime, suspend=True))
+    js = cluster.wait(lambda: jobset(cluster, "drifty", ns), what="the JobSet")
+    cluster.wait(lambda: podgroup(cluster, "drifty", ns), what="the PodGroup")
+    queue_annotation = k8s.VOLCANO_QUEUE_ANNOTATION
+    assert js["metadata"]["annotations"][queue_annotation] == "default"
+    time.sleep(3)  # let the children's own events settle: later reconciles skip their applies
+
+    cluster.custom.patch_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", ns, "podgroups", "drifty",
+                                                  {"spec": {"minMember": 1}})
+    cluster.wait(lambda: podgroup(cluster, "drifty", ns)["spec"]["minMember"] == 2, timeout=30,
+                 what="the PodGroup's minMember put back to 2")
+    escaped = queue_annotation.replace("~", "~0").replace("/", "~1")
+    cluster.kubectl("patch", "jobset", "drifty", "-n", ns, "--type=json",
+                    "-p", json.dumps([{"op": "remove", "path": f"/metadata/annotations/{escaped}"}]))
+    cluster.wait(lambda: (jobset(cluster, "drifty", ns)["metadata"].get("annotations") or {}).get(queue_annotation)
+                 == "default", timeout=30, what="the JobSet's queue annotation put back")
+
+
 def test_runtime_edit_leaves_an_existing_trainjob_unchanged(cluster, runtime):
     ns = cluster.namespace("snap")
     create(cluster, trainjob("pinned", ns, runtime, suspend=True))

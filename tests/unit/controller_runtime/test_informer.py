@@ -10,6 +10,7 @@ import threading
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from trainyard import k8s as K
 from trainyard.controller.apiserver import RESOURCES
 from trainyard.controller.manager import Informer
 
@@ -55,19 +56,23 @@ LIST_2 = {"metadata": {"resourceVersion": "50"}, "items": [obj("a", "9"), obj("b
 CASES = [
     ("a watch that ends resumes from the last event's version",
      [LIST_1], [[("ADDED", obj("b", "11"))], []],
-     ["10", "11", "11"], [("ADDED", "a"), ("ADDED", "b")], []),
+     ["10", "11", "11"], [("LISTED", "a"), ("ADDED", "b")], []),
     ("bookmarks advance the version without an event",
      [LIST_1], [[("BOOKMARK", obj("", "20"))]],
-     ["10", "20"], [("ADDED", "a")], []),
-    ("410 Gone as a watch ERROR relists and reports everything again",
+     ["10", "20"], [("LISTED", "a")], []),
+    ("410 Gone as a watch ERROR relists: unchanged objects LISTED, new ones ADDED",
      [LIST_1, LIST_2], [[("ERROR", {"code": 410, "reason": "Expired"})], []],
-     ["10", "50", "50"], [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "b")], ["expired"]),
+     ["10", "50", "50"], [("LISTED", "a"), ("LISTED", "a"), ("ADDED", "b")], ["expired"]),
     ("410 Gone as an HTTP error relists too",
      [LIST_1, LIST_2], [ApiException(status=410, reason="Gone"), []],
-     ["10", "50", "50"], [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "b")], ["expired"]),
+     ["10", "50", "50"], [("LISTED", "a"), ("LISTED", "a"), ("ADDED", "b")], ["expired"]),
+    ("a relist reports what changed or vanished during the gap",
+     [LIST_2, {"metadata": {"resourceVersion": "60"}, "items": [obj("a", "55")]}],
+     [[("ERROR", {"code": 410, "reason": "Expired"})], []],
+     ["50", "60", "60"], [("LISTED", "a"), ("LISTED", "b"), ("MODIFIED", "a"), ("DELETED", "b")], ["expired"]),
     ("a dropped connection resumes from the same version, no relist",
      [LIST_1], [ConnectionResetError("API server restarted"), [("MODIFIED", obj("a", "12"))]],
-     ["10", "10", "12"], [("ADDED", "a"), ("MODIFIED", "a")], []),
+     ["10", "10", "12"], [("LISTED", "a"), ("MODIFIED", "a")], []),
 ]
 
 
@@ -83,3 +88,18 @@ def test_the_periodic_resync_relists(monkeypatch):
     ticks = iter([0.0, 301.0, 301.0, 301.0])
     versions, events, relists = run([LIST_1, LIST_2], [[], []], resync=300, clock=lambda: next(ticks))
     assert relists == ["resync"] and versions == ["10", "50", "50"]
+
+
+def test_a_trainjob_created_now_is_reconciled_before_the_backlog_a_restart_lists():
+    """After a restart every TrainJob and child is LISTED; a TrainJob created meanwhile (ADDED) and the
+    children events of fresh work go first, as with controller-runtime's priority queue upstream runs."""
+    from trainyard.controller.manager import LISTED, Manager, Settings
+
+    manager = Manager(api=None, settings=Settings(leader_elect=False))
+    for name in ("old-1", "old-2"):
+        manager._on_trainjob(LISTED, obj(name, "1"))
+    manager._on_trainjob("ADDED", obj("new", "2"))
+    jobset = {"metadata": {"name": "old-2", "namespace": "ns", "ownerReferences": [
+        {"apiVersion": f"{K.TRAINER_GROUP}/{K.TRAINER_VERSION}", "kind": "TrainJob", "name": "old-2", "controller": True}]}}
+    manager._on_owned("MODIFIED", jobset)
+    assert [manager.queue.get(0.1) for _ in range(3)] == [("ns", "new"), ("ns", "old-2"), ("ns", "old-1")]

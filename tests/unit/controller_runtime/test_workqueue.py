@@ -96,3 +96,38 @@ def test_shutdown_wakes_getters():
     q.shutdown()
     t.join(1)
     assert result == [None]
+
+
+LOW, NORMAL = -100, 0
+
+
+@pytest.mark.parametrize("adds,order", [
+    ([("a", NORMAL), ("b", NORMAL), ("c", NORMAL)], ["a", "b", "c"]),  # one priority: first come, first served
+    ([("old-1", LOW), ("old-2", LOW), ("new", NORMAL)], ["new", "old-1", "old-2"]),
+    ([("a", LOW), ("b", NORMAL), ("a", NORMAL)], ["b", "a"]),  # raised: joins the tail of its new priority
+    ([("a", NORMAL), ("b", NORMAL), ("a", LOW)], ["a", "b"]),  # a lower re-add never lowers a queued key
+    ([("a", 5), ("b", NORMAL), ("c", 5)], ["a", "c", "b"]),
+], ids=["fifo", "fresh-work-overtakes-a-listed-backlog", "raise-priority", "no-lowering", "higher-first"])
+def test_priority_order(adds, order):
+    q = WorkQueue()
+    for key, priority in adds:
+        q.add(key, priority)
+    assert [q.get(0.1) for _ in order] + [q.get(0.01)] == order + [None]
+
+
+def test_a_key_added_while_in_flight_comes_back_with_the_highest_priority_it_was_added_with():
+    q = WorkQueue()
+    q.add("a")
+    assert q.get(0.1) == "a"
+    q.add("a", LOW); q.add("a", NORMAL)
+    q.add("b", LOW)
+    q.done("a")
+    assert [q.get(0.1), q.get(0.1)] == ["a", "b"]
+
+
+def test_a_delayed_add_keeps_its_priority():
+    q = WorkQueue()
+    q.add("listed", LOW)
+    q.add_after("later", 0.05, NORMAL)
+    time.sleep(0.1)
+    assert [q.get(0.1), q.get(0.1)] == ["later", "listed"]

@@ -1,0 +1,63 @@
+"""When a server-side apply would change nothing: the same configuration over an object nobody touched since.
+
+Upstream re-applies a TrainJob's JobSet and PodGroup on every reconcile, and every child event (the
+JobSet controller's status, Volcano's PodGroup phase, the snapshot ConfigMap) triggers one: about four
+applies of each per TrainJob, each a write that spends the client's rate limit. trainyard remembers
+what it last applied to each child and skips the request when all of these hold:
+- the configuration it would send is byte-for-byte the one it sent last time (same digest);
+- the object is the one that answer came from (same uid) and its spec is unchanged since (same
+  `metadata.generation`; kinds without a generation, such as ConfigMaps: same resourceVersion);
+- the labels, annotations and ownerReferences it applies are still on the object (metadata edits do
+  not bump the generation).
+Anything else sends the apply, so drift is corrected as upstream corrects it. The record lives in the
+informer store beside the object and goes with it; a restarted controller applies once, then skips.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AppliedAs:
+    """What one apply sent (`digest`) and which version of the object it produced."""
+
+    digest: str
+    uid: str | None
+    generation: int | None
+    resource_version: str | None
+
+    @classmethod
+    def of(cls, digest: str, answer: dict) -> "AppliedAs":
+        meta = answer.get("metadata") or {}
+        return cls(digest, meta.get("uid"), meta.get("generation"), meta.get("resourceVersion"))
+
+
+def digest(obj: dict) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def still_as_applied(desired: dict, desired_digest: str, live: dict | None, record: AppliedAs | None) -> bool:
+    """True when applying `desired` over `live` again would change nothing (see the module docstring)."""
+    if live is None or record is None or record.digest != desired_digest:
+        return False
+    meta = live.get("metadata") or {}
+    if meta.get("uid") != record.uid:
+        return False
+    if record.generation is not None:
+        if meta.get("generation") != record.generation:
+            return False
+    elif meta.get("resourceVersion") != record.resource_version:
+        return False
+    return _metadata_still_there(desired.get("metadata") or {}, meta)
+
+
+def _metadata_still_there(desired: dict, live: dict) -> bool:
+    for field in ("labels", "annotations"):
+        have = live.get(field) or {}
+        if any(have.get(key) != value for key, value in (desired.get(field) or {}).items()):
+            return False
+    owners = live.get("ownerReferences") or []
+    return all(ref in owners for ref in desired.get("ownerReferences") or [])
