@@ -10,6 +10,8 @@ For each controller (trainyard, upstream trainer-controller-manager), once at th
 - API-server requests per TrainJob by verb and resource: deltas of kube-apiserver's
   `apiserver_request_total` over the run (every client counts: the JobSet and Volcano controllers react
   to the same objects for both controllers, so the difference between rows is the TrainJob controller's);
+- the controller's own requests per TrainJob by method, from its client's counter (`rest_client_requests_total`
+  upstream, `trainyard_rest_client_requests_total` here): every request it sent, list/watch included;
 - CPU-seconds per TrainJob and peak RSS of the controller process (/proc);
 - the API server's raw write ceiling (small ConfigMap creates/s from 8 threads) and, per run, throughput
   divided by (ceiling / writes per TrainJob): how close the controller gets to what its writes allow.
@@ -108,6 +110,28 @@ def request_counts(api_client) -> Counter:
             verb = labels.get("verb", "")
             counts[(verb, resource + (f"/{labels['subresource']}" if labels.get("subresource") else ""))] += \
                 float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+# The counter of requests each controller itself sent: client-go's, which controller-runtime exposes upstream,
+# and trainyard's (by method and resource). Only the controller's own requests: no other component's.
+OWN_REQUEST_COUNTERS = {"upstream": "rest_client_requests", "trainyard": "trainyard_rest_client_requests"}
+
+
+def own_requests(which: str) -> Counter:
+    """Requests the running controller has sent, by method, from its metrics endpoint."""
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urlopen(f"http://127.0.0.1:{CLUSTER.ports.port('controller_metrics')}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts: Counter = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name == OWN_REQUEST_COUNTERS[which]:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[sample.labels.get("method", "")] += sample.value
     return counts
 
 
@@ -252,6 +276,7 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     watcher.wait(stream_names, timeout=600)
     latencies = [watcher.done[n] - created[n] for n in stream_names if n in watcher.done]
     cpu, peak = process_usage(pid) if pid_alive(pid) else (float("nan"), float("nan"))
+    own = own_requests(which)
     after = request_counts(api_client)
     watcher.stop.set()
     total = count + stream
@@ -271,6 +296,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
         "stream_completed": len(latencies),
         "requests_per_trainjob": {f"{verb} {resource}": round(v, 2) for (verb, resource), v in deltas.items()},
         "requests_per_trainjob_summed": round(sum(summed.values()), 2),
+        "own_requests_per_trainjob": {method: round(n / total, 2) for method, n in sorted(own.items())},
+        "own_requests_per_trainjob_total": round(sum(own.values()) / total, 2),
         "writes_per_trainjob": round(writes, 2),
         "cpu_seconds_per_trainjob": round(cpu / total, 4), "peak_rss_mib": round(peak, 1),
         "completed_over_time": curve,
@@ -278,13 +305,14 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
 
 
 def table(results: list[dict], ceiling: float) -> str:
-    rows = [("controller", "limits", "drain s", "TJ/s", "p50 ms", "p99 ms", "req/TJ", "writes/TJ", "CPU s/TJ",
-             "RSS MiB", "of ceiling")]
+    rows = [("controller", "limits", "drain s", "TJ/s", "p50 ms", "p99 ms", "req/TJ", "own req/TJ", "writes/TJ",
+             "CPU s/TJ", "RSS MiB", "of ceiling")]
     for r in results:
         allowed = ceiling / r["writes_per_trainjob"] if r["writes_per_trainjob"] else None
         share = f"{r['trainjobs_per_second'] / allowed:.2f}" if allowed and r["trainjobs_per_second"] else "-"
         rows.append((r["controller"], r["limits"].split(" ")[0], r["drain_seconds"], r["trainjobs_per_second"],
-                     r["stream_p50_ms"], r["stream_p99_ms"], r["requests_per_trainjob_summed"], r["writes_per_trainjob"],
+                     r["stream_p50_ms"], r["stream_p99_ms"], r["requests_per_trainjob_summed"],
+                     r.get("own_requests_per_trainjob_total", "-"), r["writes_per_trainjob"],
                      r["cpu_seconds_per_trainjob"], r["peak_rss_mib"], share))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(v).rjust(w) for v, w in zip(row, widths)) for row in rows)
@@ -344,6 +372,7 @@ def main() -> int:
     print(f"figures: {args.out / 'side_by_side.json'}, plot: {args.out / 'side_by_side.png'}")
     for r in results:
         print(f"{r['controller']} ({r['limits']}): " + ", ".join(f"{k} {v}" for k, v in r["requests_per_trainjob"].items()))
+        print(f"  its own requests per TrainJob: " + ", ".join(f"{k} {v}" for k, v in r["own_requests_per_trainjob"].items()))
     return 0
 
 

@@ -103,18 +103,43 @@ class NotLeader(Exception):
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def resource_of_path(path: str) -> str:
+    """The resource (and subresource) a request path names, as kube-apiserver's metrics label it:
+    /api/v1/namespaces/ns/configmaps/x -> configmaps; /apis/g/v/namespaces/ns/trainjobs/x/status ->
+    trainjobs/status; /api/v1/namespaces/ns -> namespaces."""
+    parts = [part for part in path.split("?", 1)[0].split("/") if part]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    return "/".join([rest[0]] + rest[2:3]) if rest else ""
+
+
 class ApiServer:
     """Dict-in, dict-out access to the API server."""
 
-    def __init__(self, api_client: client.ApiClient, may_write=None, limiter: TokenBucket | None = None):
+    def __init__(self, api_client: client.ApiClient, may_write=None, limiter: TokenBucket | None = None,
+                 observe=None):
         self.api_client = api_client
         self.may_write = may_write  # None: unguarded; else a predicate checked before every write
         self.limiter = limiter  # client-side qps/burst shared by every request of the process
+        self.observe = observe  # observe(method, resource) for every request sent (the manager's metrics)
 
     def guarded(self, may_write) -> "ApiServer":
         """The same connection, refusing writes while `may_write()` is false (fencing for reconcile
         work that was in flight when the process was paused past its lease: it must not land)."""
-        return ApiServer(self.api_client, may_write, self.limiter)
+        fenced = ApiServer(self.api_client, may_write, self.limiter)
+        fenced.observe = self.observe
+        return fenced
+
+    def _send(self, method: str, path: str, **kwargs):
+        """Every request goes out here: rate limit, count, send."""
+        if self.limiter:
+            self.limiter.acquire()
+        if self.observe is not None:
+            self.observe("WATCH" if (kwargs.get("query_params") or []).count(("watch", "true")) else method,
+                         resource_of_path(path))
+        return self.api_client.call_api(path, method, auth_settings=["BearerToken"], _preload_content=False,
+                                        _return_http_data_only=True, **kwargs)
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, connections: int = 16,
@@ -134,13 +159,8 @@ class ApiServer:
     def _call(self, method: str, path: str, body=None, query=None, content_type: str = "application/json"):
         if self.may_write is not None and method in WRITE_METHODS and not self.may_write():
             raise NotLeader(f"{method} {path} refused: this replica no longer holds the leader lease")
-        if self.limiter:
-            self.limiter.acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        response = self.api_client.call_api(
-            path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
-            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-        )
+        response = self._send(method, path, query_params=list((query or {}).items()), header_params=headers, body=body)
         data = response.data
         return json.loads(data) if data else None
 
@@ -199,12 +219,8 @@ class ApiServer:
         query = {"watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "true"}
         if resource_version:
             query["resourceVersion"] = resource_version
-        if self.limiter:
-            self.limiter.acquire()
-        response = self.api_client.call_api(
-            resource.path(), "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-        )
+        response = self._send("GET", resource.path(), query_params=list(query.items()),
+                              header_params={"Accept": "application/json"})
         try:
             for line in _lines(response):
                 event = json.loads(line)

@@ -4,13 +4,16 @@ Upstream re-applies a TrainJob's JobSet and PodGroup on every reconcile, and eve
 JobSet controller's status, Volcano's PodGroup phase, the snapshot ConfigMap) triggers one: about four
 applies of each per TrainJob, each a write that spends the client's rate limit. trainyard remembers
 what it last applied to each child and skips the request when all of these hold:
-- the configuration it would send is byte-for-byte the one it sent last time (same digest);
-- the object is the one that answer came from (same uid) and its spec is unchanged since (same
-  `metadata.generation`; kinds without a generation, such as ConfigMaps: same resourceVersion);
-- the labels, annotations and ownerReferences it applies are still on the object (metadata edits do
-  not bump the generation).
-Anything else sends the apply, so drift is corrected as upstream corrects it. The record lives in the
-informer store beside the object and goes with it; a restarted controller applies once, then skips.
+- the configuration it would send is byte-for-byte the one it sent last time (same digest), so no
+  field it owned is about to be dropped;
+- the object is the one that answer came from (same uid);
+- every field of that configuration still holds the value it sent: cheaply when nothing but status
+  moved on (same `metadata.generation`; kinds without one, such as ConfigMaps: same resourceVersion),
+  else by comparing it with the object (Volcano rewrites whole PodGroups, bumping their generation);
+  labels, annotations and ownerReferences are always compared (metadata edits bump no generation).
+Anything else sends the apply, so drift is corrected as upstream corrects it. Values the server
+normalises (quantities, defaults inside lists) only cost an apply. The record lives in the informer
+store beside the object and goes with it; a restarted controller applies once, then skips.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+
+
+IDENTITY = ("apiVersion", "kind", "metadata")  # same object by key and uid; metadata compared on its own
 
 
 @dataclass(frozen=True)
@@ -44,14 +50,20 @@ def still_as_applied(desired: dict, desired_digest: str, live: dict | None, reco
     if live is None or record is None or record.digest != desired_digest:
         return False
     meta = live.get("metadata") or {}
-    if meta.get("uid") != record.uid:
+    if meta.get("uid") != record.uid or not _metadata_still_there(desired.get("metadata") or {}, meta):
         return False
-    if record.generation is not None:
-        if meta.get("generation") != record.generation:
-            return False
-    elif meta.get("resourceVersion") != record.resource_version:
-        return False
-    return _metadata_still_there(desired.get("metadata") or {}, meta)
+    if record.generation is not None and meta.get("generation") == record.generation:
+        return True
+    if record.generation is None and meta.get("resourceVersion") == record.resource_version:
+        return True
+    return all(key in IDENTITY or _holds(live.get(key), value) for key, value in desired.items())
+
+
+def _holds(live, desired) -> bool:
+    """Every field of `desired` is in `live` with the same value (maps may hold more; lists must be equal)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(_holds(live.get(key), value) for key, value in desired.items())
+    return live == desired
 
 
 def _metadata_still_there(desired: dict, live: dict) -> bool:

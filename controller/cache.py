@@ -3,8 +3,8 @@
 Every reconcile used to GET the TrainJob, its runtime, the snapshot and each possible child, several
 times per TrainJob as its children's events came back. Upstream reads all of these from its informers'
 caches; so does trainyard now: the informers the manager runs anyway keep a `Store`, and
-`CachedReads.get` answers from it once that informer has listed. ResourceQuotas (listed only when a
-JobSet is about to be created) and kinds the controller may not watch still go to the API server.
+`CachedReads.get` (and `list`, for ResourceQuotas) answers from it once that informer has listed; kinds
+the controller may not watch still go to the API server.
 
 Stores hold only what reconcile can ask for: ConfigMaps and Secrets are watched cluster-wide (there is
 no label to select the controller's own: their shape must stay upstream's), but only those a TrainJob
@@ -120,6 +120,15 @@ class CachedReads:
             obj.setdefault("apiVersion", resource.api_version)
             obj.setdefault("kind", resource.kind)
         return obj
+
+    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict:
+        """A plain list (no selector) from a synced store; anything else from the API server."""
+        store = self._store(resource)
+        if store is None or label_selector or field_selector:
+            return self.api.list(resource, namespace, label_selector, field_selector)
+        return {"items": [obj for (ns, _), obj in sorted(store.snapshot().items())
+                          if namespace is None or ns == namespace]}
 
     def _remember(self, resource: Resource, written) -> None:
         """The API server's answer to a write is the newest version: store it (read-your-writes)."""

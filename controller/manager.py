@@ -95,6 +95,9 @@ class Metrics:
                                   registry=self.registry)
         self.depth = Gauge("trainyard_workqueue_depth", "Keys waiting in the work queue", registry=self.registry)
         self.leader = Gauge("trainyard_leader", "1 while this replica holds the lease", registry=self.registry)
+        self.requests = Counter("trainyard_rest_client_requests_total", "Requests this process sent to the API "
+                                "server, by method (WATCH for watches) and resource", ["method", "resource"],
+                                registry=self.registry)
         self.relists = Counter("trainyard_informer_relists_total", "Full relists of a watched kind after the first, "
                                "by cause (expired: 410 Gone; resync: the periodic resync)", ["resource", "cause"],
                                registry=self.registry)
@@ -194,6 +197,7 @@ class Manager:
         self.api, self.settings = api, settings
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue()
+        api.observe = lambda method, resource: self.metrics.requests.labels(method, resource).inc()
         self.stop = threading.Event()
         self.elector = LeaderElector(api, settings.lease_namespace) if settings.leader_elect else None
         relisted = lambda resource, cause: self.metrics.relists.labels(resource, cause).inc()  # noqa: E731
@@ -203,7 +207,7 @@ class Manager:
         watched += [(resource, self._on_owned, Store(resource, keep=is_controlled_by_a_trainjob)) for resource in
                     (RESOURCES["ConfigMap"], RESOURCES["Secret"])]
         watched += [(RESOURCES[kind], _ignore, Store(RESOURCES[kind]))
-                    for kind in ("TrainingRuntime", "ClusterTrainingRuntime", "Queue", "Namespace")]
+                    for kind in ("TrainingRuntime", "ClusterTrainingRuntime", "Queue", "Namespace", "ResourceQuota")]
         self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
                           for resource, handler, store in watched]
         reads = CachedReads(api, {informer.resource: informer.store for informer in self.informers})

@@ -35,7 +35,7 @@ def controller_cluster_rules() -> list[dict]:
         # Tenant defaults and admission read the TrainJob's namespace (queue label, granted priority classes);
         # the quota check lists its ResourceQuotas so a gang beyond quota is reported on the TrainJob.
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},  # tenant defaults, from an informer
-        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},  # from an informer
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},  # list: PodGroup verdicts
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]

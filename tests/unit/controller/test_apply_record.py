@@ -42,11 +42,16 @@ CASES = [
     ("gone from the store: apply", None, RECORD, False),
     ("another configuration than last time: apply", LIVE, AppliedAs("other", "u1", 3, "60"), False),
     ("deleted and recreated (new uid): apply", live_with(uid="u2"), RECORD, False),
-    ("someone edited the spec (generation bumped): apply", live_with(generation=4), RECORD, False),
+    ("someone edited the spec (generation bumped): apply", dict(live_with(generation=4), spec={"n": 1}), RECORD,
+     False),
+    ("generation bumped, every applied field still holds (a whole-object update): skip",
+     dict(live_with(generation=4), spec={"n": 2, "defaulted": True}), RECORD, True),
+    ("generation bumped and a field it applied is gone: apply", dict(live_with(generation=4), spec={}), RECORD, False),
     ("no generation (ConfigMap), same resourceVersion: skip", live_with(generation=None, resourceVersion="60"),
      AppliedAs(digest(DESIRED), "u1", None, "60"), True),
-    ("no generation, resourceVersion moved: apply", live_with(generation=None, resourceVersion="61"),
-     AppliedAs(digest(DESIRED), "u1", None, "60"), False),
+    ("no generation, resourceVersion moved, data edited: apply",
+     dict(live_with(generation=None, resourceVersion="61"), spec={"n": 3}), AppliedAs(digest(DESIRED), "u1", None, "60"),
+     False),
     ("a label it applied was removed: apply", live_with(labels={"added-by-someone": "y"}), RECORD, False),
     ("a label it applied was changed: apply", live_with(labels={"a": "9"}), RECORD, False),
     ("an annotation it applied was removed: apply", live_with(annotations={}), RECORD, False),
@@ -78,6 +83,7 @@ def test_reconciles_triggered_by_child_events_send_no_apply_until_a_child_change
     store = reads.stores[RESOURCES["PodGroup"]]
     edited = store.get("tj", "ns")
     edited["metadata"].update(generation=7, resourceVersion="999")  # someone edited the PodGroup's spec
+    edited["spec"]["minMember"] = 5
     store.put(edited)
     reconcile(reads, "ns", "tj")
     assert api.verbs("apply") == ["PodGroup/tj"]

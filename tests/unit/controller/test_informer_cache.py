@@ -131,3 +131,18 @@ def test_admission_confirms_a_cache_miss_with_the_api_server():
     api.calls.clear()
     assert reads.for_admission().get(RESOURCES["TrainingRuntime"], "just-created", "ns") is not None
     assert api.verbs("get") == [], "a hit is served from the store"
+
+
+def test_resource_quotas_are_listed_from_the_store_once_synced():
+    def quota(name: str, namespace: str) -> dict:
+        return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace}}
+
+    api = FakeApiServer(quota("gpus", "team-a"))
+    store = Store(RESOURCES["ResourceQuota"])
+    reads = CachedReads(api, {RESOURCES["ResourceQuota"]: store})
+    assert [q["metadata"]["name"] for q in reads.list(RESOURCES["ResourceQuota"], "team-a")["items"]] == ["gpus"]
+    assert api.verbs("list") == ["ResourceQuota"], "not listed yet: the API server answers"
+    store.replace([quota("gpus", "team-a"), quota("pods", "team-a"), quota("gpus", "team-b")])
+    listed = reads.list(RESOURCES["ResourceQuota"], "team-a")["items"]
+    assert [q["metadata"]["name"] for q in listed] == ["gpus", "pods"]
+    assert api.verbs("list") == ["ResourceQuota"], "synced: no request"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from trainyard.controller.apiserver import RESOURCES, ApiServer, NotLeader
+from trainyard.controller.apiserver import RESOURCES, ApiServer, NotLeader, resource_of_path
 
 TRAINJOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": "tj", "namespace": "ns"}, "spec": {}}
@@ -42,3 +42,31 @@ def test_fenced_view_sends_reads_and_writes_while_the_lease_is_held():
     with pytest.raises(Exception) as read:
         lost.get(RESOURCES["TrainJob"], "tj", "ns")
     assert not isinstance(read.value, NotLeader), "reads are not fenced"
+
+
+@pytest.mark.parametrize("path,resource", [
+    ("/api/v1/namespaces/ns/configmaps/x", "configmaps"),
+    ("/api/v1/namespaces/ns/configmaps", "configmaps"),
+    ("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/tj/status", "trainjobs/status"),
+    ("/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch", "clustertrainingruntimes"),
+    ("/apis/scheduling.volcano.sh/v1beta1/podgroups", "podgroups"),
+    ("/api/v1/namespaces/ns", "namespaces"),
+    ("/api/v1/namespaces", "namespaces"),
+    ("/apis/authentication.k8s.io/v1/tokenreviews", "tokenreviews"),
+])
+def test_requests_are_counted_by_the_resource_kube_apiserver_reports(path, resource):
+    assert resource_of_path(path) == resource
+
+
+def test_every_request_sent_is_observed_and_the_fenced_view_reports_to_the_same_place():
+    seen = []
+    api = unreachable_api()
+    api.observe = lambda method, resource: seen.append((method, resource))
+    for request in (lambda: api.get(RESOURCES["TrainJob"], "tj", "ns"),
+                    lambda: api.guarded(lambda: True).apply(TRAINJOB),
+                    lambda: next(api.watch(RESOURCES["JobSet"]))):
+        with pytest.raises(Exception):
+            request()
+    with pytest.raises(NotLeader):
+        api.guarded(lambda: False).apply(TRAINJOB)
+    assert seen == [("GET", "trainjobs"), ("PATCH", "trainjobs"), ("WATCH", "jobsets")], "refused writes are not sent"

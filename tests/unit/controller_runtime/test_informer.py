@@ -6,6 +6,7 @@ The API layer here is a script of list/watch answers (the real one is exercised 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -95,7 +96,7 @@ def test_a_trainjob_created_now_is_reconciled_before_the_backlog_a_restart_lists
     children events of fresh work go first, as with controller-runtime's priority queue upstream runs."""
     from trainyard.controller.manager import LISTED, Manager, Settings
 
-    manager = Manager(api=None, settings=Settings(leader_elect=False))
+    manager = Manager(api=SimpleNamespace(), settings=Settings(leader_elect=False))
     for name in ("old-1", "old-2"):
         manager._on_trainjob(LISTED, obj(name, "1"))
     manager._on_trainjob("ADDED", obj("new", "2"))
