@@ -43,7 +43,7 @@ TRANSIENT_API_STATUSES = (409, 429)  # conflict, throttled: retried without both
 
 @dataclass
 class Outcome:
-    applied: list[str]
+    applied: list[str]  # children this reconcile created or changed (an apply that changed nothing is left out)
     status_changed: bool
     requeue_after: float | None = None
 
@@ -92,6 +92,10 @@ def _key(obj: dict) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
+def _version(obj: dict | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
 def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None,
               plugins: Sequence[ModuleType] = REGISTRY) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
@@ -114,9 +118,11 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
         if failure is not None:
             error = PreflightError(failure.message)
         else:
+            versions = {_key(obj): _version(obj) for obj in existing}
             for obj in objects:
-                api.apply(obj)
-                applied.append(_key(obj))
+                answer = api.apply(obj)
+                if _version(answer) is None or _version(answer) != versions.get(_key(obj)):
+                    applied.append(_key(obj))
     except ControllerError as exc:
         failure, error = failures.build_failure(str(exc), _runtime_missing(trainjob, runtime, has_snapshot)), exc
     except ApiException as exc:

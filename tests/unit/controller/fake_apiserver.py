@@ -42,6 +42,7 @@ class FakeApiServer:
         self.errors = dict(errors or {})
         self.calls: list[tuple[str, str, str | None]] = []
         self.events: list[tuple[str, str]] = []
+        self.version = 0
         for obj in objects:
             self.objects[self._key_of(obj)] = copy.deepcopy(obj)
 
@@ -75,6 +76,8 @@ class FakeApiServer:
         self._record("apply", obj["kind"], obj["metadata"]["name"])
         key = self._key_of(obj)
         stored = {**copy.deepcopy(obj), "status": copy.deepcopy((self.objects.get(key) or {}).get("status") or {})}
+        self.version += 1
+        stored["metadata"]["resourceVersion"] = str(self.version)  # every apply here changes the object
         self.objects[key] = stored
         return copy.deepcopy(stored)
 

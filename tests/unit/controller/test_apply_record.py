@@ -77,15 +77,16 @@ def test_reconciles_triggered_by_child_events_send_no_apply_until_a_child_change
     reconcile(reads, "ns", "tj")
     assert {"JobSet/tj", "PodGroup/tj"} <= set(api.verbs("apply"))
     api.calls.clear()
-    reconcile(reads, "ns", "tj")  # e.g. the JobSet controller wrote the JobSet's status
+    outcome = reconcile(reads, "ns", "tj")  # e.g. the JobSet controller wrote the JobSet's status
     assert api.verbs("apply") == [], "a suspended TrainJob's children are rebuilt identically: nothing to send"
+    assert outcome.applied == [], "nothing changed: nothing reported as applied"
 
     store = reads.stores[RESOURCES["PodGroup"]]
     edited = store.get("tj", "ns")
     edited["metadata"].update(generation=7, resourceVersion="999")  # someone edited the PodGroup's spec
     edited["spec"]["minMember"] = 5
     store.put(edited)
-    reconcile(reads, "ns", "tj")
+    assert reconcile(reads, "ns", "tj").applied == ["PodGroup/tj"]
     assert api.verbs("apply") == ["PodGroup/tj"]
 
 
