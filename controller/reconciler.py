@@ -26,6 +26,8 @@ from kubernetes.client.exceptions import ApiException
 from types import ModuleType
 from typing import Sequence
 
+from trainyard.k8s import resource_version
+
 from . import constants as C
 from . import failures, gang_pending
 from .apiserver import RESOURCES, ApiServer, resource_for
@@ -92,10 +94,6 @@ def _key(obj: dict) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def _version(obj: dict | None) -> str | None:
-    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
-
-
 def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None,
               plugins: Sequence[ModuleType] = REGISTRY) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
@@ -118,10 +116,10 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
         if failure is not None:
             error = PreflightError(failure.message)
         else:
-            versions = {_key(obj): _version(obj) for obj in existing}
+            versions = {_key(obj): resource_version(obj) for obj in existing}
             for obj in objects:
                 answer = api.apply(obj)
-                if _version(answer) is None or _version(answer) != versions.get(_key(obj)):
+                if resource_version(answer) is None or resource_version(answer) != versions.get(_key(obj)):
                     applied.append(_key(obj))
     except ControllerError as exc:
         failure, error = failures.build_failure(str(exc), _runtime_missing(trainjob, runtime, has_snapshot)), exc

@@ -115,6 +115,11 @@ MAX_EXPONENT = 36
 _HINT = "use a number or a string such as '4', '500m', '16Gi' (binary) or '16G' (decimal)"
 
 
+def resource_version(obj: dict | None) -> str | None:
+    """metadata.resourceVersion, or None for an object (or answer) that has none."""
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
 def parse_quantity(value: object, field: str = "quantity") -> Fraction:
     """Parse '500m', '16Gi', 2, '1e3' into an exact number as the API server does; raise InputError naming
     `field` otherwise. The arithmetic is the `kubernetes` client's parser; the grammar check in front of

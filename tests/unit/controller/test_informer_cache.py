@@ -7,7 +7,8 @@ import pytest
 
 from trainyard.controller.apiserver import RESOURCES
 from trainyard.controller.cache import CachedReads, Store
-from trainyard.controller.manager import Informer, is_controlled_by_a_trainjob
+from trainyard.controller.informer import Informer
+from trainyard.controller.manager import is_controlled_by_a_trainjob
 from trainyard.controller.reconciler import reconcile
 
 from ctl_builders import runtime, trainjob
