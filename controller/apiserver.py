@@ -177,8 +177,9 @@ class ApiServer:
         query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         return self._call("GET", resource.path(namespace), query=query)
 
-    def apply(self, obj: dict, field_manager: str = FIELD_MANAGER) -> dict:
-        """Server-side apply with force: the controller owns every field it writes."""
+    def apply(self, obj: dict, field_manager: str = FIELD_MANAGER, basis: str | None = None) -> dict:
+        """Server-side apply with force: the controller owns every field it writes. Always sent: `basis` is
+        for the cached view in front of this one (`cache.CachedReads.apply`), which may skip a no-op."""
         resource = resource_for(obj)
         meta = obj["metadata"]
         return self._call("PATCH", resource.path(meta.get("namespace"), meta["name"]), body=_apply_body(obj),

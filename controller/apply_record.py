@@ -4,8 +4,10 @@ Upstream re-applies a TrainJob's JobSet and PodGroup on every reconcile, and eve
 JobSet controller's status, Volcano's PodGroup phase, the snapshot ConfigMap) triggers one: about four
 applies of each per TrainJob, each a write that spends the client's rate limit. trainyard remembers
 what it last applied to each child and skips the request when all of these hold:
-- the configuration it would send is byte-for-byte the one it sent last time (same digest), so no
-  field it owned is about to be dropped;
+- the configuration it would send is byte-for-byte the one it sent last time, so no field it owned is
+  about to be dropped, and it was built from the same edit of the TrainJob (`basis`: its generation,
+  labels and annotations; not its status): an edit by the user re-applies everything, as upstream does,
+  so a refusal by an admission policy added since (the queue guard) reaches the TrainJob;
 - the object is the one that answer came from (same uid);
 - every field of that configuration still holds the value it sent: cheaply when nothing but status
   moved on (same `metadata.generation`; kinds without one, such as ConfigMaps: same resourceVersion),
@@ -41,8 +43,17 @@ class AppliedAs:
         return cls(digest, meta.get("uid"), meta.get("generation"), meta.get("resourceVersion"))
 
 
-def digest(obj: dict) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def digest(obj: dict, basis: str = "") -> str:
+    """What identifies one apply: the configuration and what it was built from."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n" + basis
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edit_basis(trainjob: dict) -> str:
+    """The user's edit of a TrainJob its children were built from: spec (generation), labels, annotations."""
+    meta = trainjob.get("metadata") or {}
+    return json.dumps([meta.get("uid"), meta.get("generation"), meta.get("labels") or {}, meta.get("annotations") or {}],
+                      sort_keys=True)
 
 
 def still_as_applied(desired: dict, desired_digest: str, live: dict | None, record: AppliedAs | None) -> bool:

@@ -138,12 +138,13 @@ class CachedReads:
             written.setdefault("kind", resource.kind)
             store.put(written)
 
-    def apply(self, obj: dict, *args, **kwargs) -> dict:
-        """Server-side apply, unless the same configuration was applied over the stored object and nothing
-        changed it since (`apply_record`): then the stored object is the answer, and no request is sent."""
+    def apply(self, obj: dict, *args, basis: str | None = None, **kwargs) -> dict:
+        """Server-side apply, unless the same configuration, built from the same `basis`, was applied over the
+        stored object and nothing changed it since (`apply_record`): then the stored object is the answer, and
+        no request is sent. Without a basis (or with another field manager) the apply is always sent."""
         resource = resource_for(obj)
-        store = self._store(resource) if not (args or kwargs) else None  # the reconciler's own field manager only
-        desired_digest = digest(obj) if store is not None else None
+        store = self._store(resource) if basis is not None and not (args or kwargs) else None
+        desired_digest = digest(obj, basis) if store is not None else None
         if store is not None:
             unchanged = store.unchanged_by(obj, desired_digest)
             if unchanged is not None:

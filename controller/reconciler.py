@@ -31,6 +31,7 @@ from trainyard.k8s import resource_version
 from . import constants as C
 from . import failures, gang_pending
 from .apiserver import RESOURCES, ApiServer, resource_for
+from .apply_record import edit_basis
 from .build import build_objects, is_managed_by_us
 from .errors import ControllerError, PreflightError
 from .plugins import REGISTRY, framework
@@ -117,8 +118,9 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
             error = PreflightError(failure.message)
         else:
             versions = {_key(obj): resource_version(obj) for obj in existing}
+            basis = edit_basis(trainjob)
             for obj in objects:
-                answer = api.apply(obj)
+                answer = api.apply(obj, basis=basis)
                 if resource_version(answer) is None or resource_version(answer) != versions.get(_key(obj)):
                     applied.append(_key(obj))
     except ControllerError as exc:

@@ -22,6 +22,27 @@ from trainyard.queues.volcano_queues import QueueSpec
 FAILED = "ResourcesCreationFailed"
 
 
+def queued_blocker(tenant, name: str, gpus: int = 8, priority: str | None = None) -> list[dict]:
+    """A gang of one in the tenant's queue that kwok keeps running: a PodGroup and a ReplicaSet whose pod names it
+    (the queue guard refuses bare pods naming a PodGroup; kwok completes only Jobs' pods)."""
+    gpu = "nvidia.com/gpu"
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": tenant.ns},
+             "spec": {"minMember": 1, "queue": tenant.queue, "minResources": {gpu: str(gpus)},
+                      **({"priorityClassName": priority} if priority else {})}}
+    replicas = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": tenant.ns},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"blocker": name}}, "template": {
+                    "metadata": {"labels": {"blocker": name}, "annotations": {"scheduling.k8s.io/group-name": name}},
+                    "spec": {"schedulerName": "volcano", **({"priorityClassName": priority} if priority else {}),
+                             "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {gpu: str(gpus)}}}]}}}}
+    return [group, replicas]
+
+
+def blocker_running(cluster, ns: str, name: str) -> list:
+    return cluster.wait(lambda: [p for p in cluster.core.list_namespaced_pod(ns, label_selector=f"blocker={name}").items
+                                 if p.status.phase == "Running"], what=f"the blocker {name} running")
+
+
 @dataclass
 class Tenant:
     spec: TenantSpec

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tenant_helpers import (add_tenant, create, delete_cluster_object, podgroup, remove_tenant, runtime,
-                            tenant_spec, trainjob)
+from tenant_helpers import (add_tenant, blocker_running, create, delete_cluster_object, podgroup, queued_blocker,
+                            remove_tenant, runtime, tenant_spec, trainjob)
 
 pytestmark = pytest.mark.integration
 
@@ -39,25 +39,6 @@ def gpu_pod(name: str, ns: str, node: str, gpus: int) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
                      "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU: str(gpus)}}}]}}
-
-
-def queued_blocker(tenant, name: str, gpus: int = 8) -> list[dict]:
-    """A gang of one in the tenant's queue that kwok keeps running: a PodGroup and a ReplicaSet whose pod names it
-    (the queue guard refuses bare pods naming a PodGroup; kwok completes only Jobs' pods)."""
-    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": name, "namespace": tenant.ns},
-             "spec": {"minMember": 1, "queue": tenant.queue, "minResources": {GPU: str(gpus)}}}
-    replicas = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": tenant.ns},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"blocker": name}}, "template": {
-                    "metadata": {"labels": {"blocker": name}, "annotations": {"scheduling.k8s.io/group-name": name}},
-                    "spec": {"schedulerName": "volcano", "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"limits": {GPU: str(gpus)}}}]}}}}
-    return [group, replicas]
-
-
-def blocker_running(cluster, ns: str, name: str) -> None:
-    cluster.wait(lambda: [p for p in cluster.core.list_namespaced_pod(ns, label_selector=f"blocker={name}").items
-                          if p.status.phase == "Running"], what=f"the blocker {name} running")
 
 
 def busy_gpus(cluster) -> list[str]:

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
-                            delete_cluster_object, get_trainjob, podgroup, priority_class, remove_tenant,
-                            runtime, tenant_spec, trainjob)
+from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, blocker_running, condition, create,
+                            create_error, delete_cluster_object, get_trainjob, podgroup, priority_class,
+                            queued_blocker, remove_tenant, runtime, tenant_spec, trainjob)
 
 pytestmark = pytest.mark.integration
 
@@ -78,28 +78,14 @@ def test_admission_refuses_another_queue_and_an_ungranted_class_naming_field_and
         remove_tenant(cluster, tenant.spec)
 
 
-def blocker(tenant, name: str, priority: str) -> list[dict]:
-    """A bare 8-GPU gang of one in the tenant's queue that kwok keeps running (it completes only Jobs' pods)."""
-    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": name, "namespace": tenant.ns},
-             "spec": {"minMember": 1, "queue": tenant.queue, "priorityClassName": priority,
-                      "minResources": {"nvidia.com/gpu": "8"}}}
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "namespace": tenant.ns, "annotations": {"scheduling.k8s.io/group-name": name}},
-           "spec": {"schedulerName": "volcano", "priorityClassName": priority,
-                    "containers": [{"name": "c", "image": "busybox",
-                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
-    return [group, pod]
-
-
 def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_runs_it_first(
         cluster, shared, classes, catalog_runtime):
     """Queue capability 8 GPUs, held by a running gang; a default job then a training-high job wait. The gang
     profile has no preempt action, so nothing is evicted; once the queue frees up the high one goes first."""
     tenant = tenant_with(cluster, classes, gpus=24, queue_gpus=8)  # quota counts pending pods too
     try:
-        cluster.apply(*blocker(tenant, "hold", classes["default"]))
-        cluster.wait(lambda: cluster.core.read_namespaced_pod("hold", tenant.ns).spec.node_name, what="the blocker bound")
+        cluster.apply(*queued_blocker(tenant, "hold", priority=classes["default"]))
+        blocker_running(cluster, tenant.ns, "hold")
         create(cluster, trainjob("low", tenant.ns, catalog_runtime), as_user=tenant.user)
         time.sleep(1)
         create(cluster, trainjob("high", tenant.ns, catalog_runtime, labels={PRIORITY_LABEL: classes["high"]}),
@@ -112,10 +98,11 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
         assert {p.spec.priority_class_name for p in waiting} == {classes["high"]}
         assert waiting[0].spec.priority == 10000
         time.sleep(3)  # several scheduling periods: no preemption in the gang profile, both wait
-        assert cluster.core.read_namespaced_pod("hold", tenant.ns).status.phase == "Running"
+        assert blocker_running(cluster, tenant.ns, "hold")
         assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low") + pods(cluster, tenant.ns, "high"))
 
-        cluster.kubectl("delete", "pod,podgroups.scheduling.volcano.sh", "hold", "-n", tenant.ns, "--grace-period=0",
+        cluster.kubectl("delete", "replicaset,podgroups.scheduling.volcano.sh", "hold", "-n", tenant.ns)
+        cluster.kubectl("delete", "pod", "-l", "blocker=hold", "-n", tenant.ns, "--grace-period=0",
                         "--force")  # the running gang ends: the queue frees up
         cluster.wait(lambda: any(p.spec.node_name for p in pods(cluster, tenant.ns, "high")), interval=0.2,
                      what="the training-high gang bound")

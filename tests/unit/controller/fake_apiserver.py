@@ -72,7 +72,7 @@ class FakeApiServer:
                  if (api_version, kind) == (resource.api_version, resource.kind) and ns == namespace]
         return {"items": items}
 
-    def apply(self, obj: dict, field_manager: str = "trainer") -> dict:
+    def apply(self, obj: dict, field_manager: str = "trainer", basis: str | None = None) -> dict:
         self._record("apply", obj["kind"], obj["metadata"]["name"])
         key = self._key_of(obj)
         stored = {**copy.deepcopy(obj), "status": copy.deepcopy((self.objects.get(key) or {}).get("status") or {})}

@@ -100,3 +100,36 @@ def test_a_deleted_child_loses_its_record_and_is_applied_again():
     api.calls.clear()
     reconcile(reads, "ns", "tj")
     assert api.verbs("apply") == ["JobSet/tj"]
+
+
+@pytest.mark.parametrize("edit,resent", [
+    (lambda tj: tj["metadata"].setdefault("annotations", {}).update(touched="1"), True),
+    (lambda tj: tj["metadata"].setdefault("labels", {}).update(team="a"), True),
+    (lambda tj: tj["metadata"].update(generation=9), True),
+    (lambda tj: tj.setdefault("status", {}).update(conditions=[{"type": "Suspended", "status": "True"}]), False),
+    (lambda tj: tj["metadata"].update(resourceVersion="12345"), False),
+], ids=["annotation", "label", "spec (generation)", "status only", "resourceVersion only"])
+def test_an_edit_of_the_trainjob_re_applies_its_children_its_status_does_not(edit, resent):
+    """A user's edit reconciles like upstream (every child applied, so an admission policy added since refuses
+    and the refusal reaches the TrainJob); the controller's own status writes send nothing."""
+    api = suspended_trainjob_api()
+    reads = cached(api)
+    reconcile(reads, "ns", "tj")
+    store = reads.stores[RESOURCES["TrainJob"]]
+    trainjob = store.get("tj", "ns")
+    edit(trainjob)
+    store.put(trainjob)
+    api.calls.clear()
+    reconcile(reads, "ns", "tj")
+    assert ({"JobSet/tj", "PodGroup/tj"} <= set(api.verbs("apply"))) is resent
+    assert bool(api.verbs("apply")) is resent
+
+
+def test_an_apply_without_a_basis_is_always_sent():
+    api = suspended_trainjob_api()
+    reads = cached(api)
+    reconcile(reads, "ns", "tj")
+    jobset = reads.stores[RESOURCES["JobSet"]].get("tj", "ns")
+    api.calls.clear()
+    reads.apply(jobset)
+    assert api.verbs("apply") == ["JobSet/tj"]
