@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Trace-driven GPU scheduling benchmark; prints figures, asserts nothing.
+
+On a local cluster of simulated GPU nodes (default 64 x 8 GPUs, 8 racks under 2 spines) it replays one
+seeded trace (`trainyard.schedtrace.trace`: single-pod jobs of 1/2/4/8 GPUs and gangs of 2-8 pods x 8
+GPUs from three tenants whose queues weigh 4:2:1, arriving over time at 1.5x the cluster's capacity,
+log-normal durations) once per scheduler profile: trainyard's generated Volcano configurations (`gang`,
+`fair-share`) and the default kube-scheduler without gangs or queues. kwok completes each pod after its
+job's duration. Jobs go the real path (TrainJob -> trainyard controller -> JobSet + PodGroup ->
+vc-scheduler), or with `--direct` as PodGroups + bare pods, which isolates the scheduler.
+
+Per run: GPU allocation (time-averaged held/total while demand >= capacity), partial gangs (some pods of a
+gang holding GPUs while others wait, for >= 2 schedule cycles), each queue's share vs its weighted fair
+share while saturated, p50/p95 queueing delay per job size, pods bound per second, gangs split across
+racks and gangs beyond their allowed hard tier. JSON, tables (markdown) and a PNG in --out.
+
+Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--duration-scale 1.0]
+       [--profiles gang,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
+It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from trainyard.cluster import local
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.queues.scheduler_config import SchedulerSettings
+from trainyard.schedtrace import summary
+from trainyard.schedtrace.objects import KUBE_SCHEDULER
+from trainyard.schedtrace.replay import Replay
+from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
+from trainyard.toolchain.build import ensure_built
+
+PROFILES = {"gang": SchedulerSettings(profile="gang"), "fair-share": SchedulerSettings(profile="fair-share"),
+            KUBE_SCHEDULER: None}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=150)
+    parser.add_argument("--duration-scale", type=float, default=1.0, help="multiplies every job's duration")
+    parser.add_argument("--overload", type=float, default=1.5, help="offered GPU-seconds / capacity over arrivals")
+    parser.add_argument("--profiles", default=",".join(PROFILES), help=f"comma-separated, of {', '.join(PROFILES)}")
+    parser.add_argument("--direct", action="store_true", help="PodGroups + bare pods instead of TrainJobs")
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--racks", type=int, default=8)
+    parser.add_argument("--spines", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("bench/out"))
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    args = parser.parse_args(argv)
+    unknown = set(args.profiles.split(",")) - set(PROFILES)
+    if unknown:
+        parser.error(f"unknown profiles {', '.join(sorted(unknown))}; use {', '.join(PROFILES)}")
+    return args
+
+
+def cluster_spec(args) -> ClusterSpec:
+    # TrainJobStatus off: it adds a ConfigMap per TrainJob, controller work the scheduling figures do not need.
+    return ClusterSpec(name="trainyard-trace", nodes=args.nodes, racks=args.racks, spines=args.spines,
+                       port_base=29600, timed_pods=True, feature_gates="TrainJobStatus=false")
+
+
+def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
+    capacity = spec.nodes * spec.gpus_per_node
+    replay = Replay(spec.name, DEFAULT_TENANTS, capacity)
+    replay.setup()
+    rack_of, spine_of = replay.topology()
+    weights = {t.name: t.weight for t in DEFAULT_TENANTS}
+    timeout = max(j.arrival for j in trace) + 3 * offered_gpu_seconds(trace) / capacity + 300
+    results = {}
+    for profile in args.profiles.split(","):
+        settings = PROFILES[profile]
+        if settings is not None:
+            replay.use_scheduler_settings(settings)
+        print(f"replaying {len(trace)} jobs with {profile} ({'direct' if args.direct else 'TrainJobs'})", flush=True)
+        record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
+        figures = summary.summarize(trace, list(record.pods.values()), record.submitted, record.end, capacity,
+                                    weights, rack_of, spine_of)
+        figures.update(wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
+                       scheduler_conf=None if settings is None else summary_settings(settings))
+        results[profile] = figures
+        print(summary.markdown(summary.table_rows({profile: figures})), flush=True)
+        replay.clean()
+    return results
+
+
+def summary_settings(settings: SchedulerSettings) -> dict:
+    return {"profile": settings.profile, "queue_plugin": settings.queue_plugin,
+            "overcommit_factor": settings.overcommit_factor}
+
+
+def plot(results: dict[str, dict], trace, capacity: int, weights: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    runs = list(results)
+    fig = plt.figure(figsize=(5 * max(len(runs), 2), 9), constrained_layout=True)
+    grid = fig.add_gridspec(2, max(len(runs), 2))
+    for column, run in enumerate(runs):
+        ax = fig.add_subplot(grid[0, column])
+        series = results[run]["series"]
+        ax.stackplot(series["t"], *series["held"].values(), labels=list(series["held"]), alpha=0.8)
+        ax.plot(series["t"], np.minimum(series["demand"], 2 * capacity), "k:", lw=1, label="demand")
+        ax.axhline(capacity, color="grey", lw=1)
+        ax.set(title=f"{run}: GPUs held per queue", xlabel="s", ylabel="GPUs", ylim=(0, 1.5 * capacity))
+        ax.legend(loc="upper right", fontsize=8)
+    half = max(len(runs), 2) // 2
+    ax = fig.add_subplot(grid[1, :half])
+    queues = list(weights)
+    width = 0.8 / (len(runs) + 1)
+    for i, run in enumerate(runs):
+        shares = [100 * (results[run]["queues"][q]["share"] or 0) for q in queues]
+        ax.bar(np.arange(len(queues)) + i * width, shares, width, label=run)
+    fair = [100 * (results[runs[0]]["queues"][q]["fair_share"] or 0) for q in queues]
+    ax.bar(np.arange(len(queues)) + len(runs) * width, fair, width, label="weighted fair share", color="grey")
+    ax.set(title="queue share of the cluster while saturated", ylabel="% of GPUs",
+           xticks=np.arange(len(queues)) + width * len(runs) / 2,
+           xticklabels=[f"{q} (w{weights[q]})" for q in queues])
+    ax.legend(fontsize=8)
+    ax = fig.add_subplot(grid[1, half:])
+    sizes = summary.delay_rows(results)[0][1:]
+    for i, run in enumerate(runs):
+        by_size = results[run]["delay_by_size"]
+        x = np.arange(len(sizes)) + i * width
+        ax.bar(x, [(by_size.get(s) or {}).get("p50_s") or 0 for s in sizes], width, label=f"{run} p50")
+        ax.scatter(x, [(by_size.get(s) or {}).get("p95_s") or 0 for s in sizes], marker="_", s=200, color="k")
+    ax.set(title="queueing delay by job size (bar p50, tick p95)", ylabel="s", yscale="symlog",
+           xticks=np.arange(len(sizes)) + width * (len(runs) - 1) / 2, xticklabels=sizes)
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=90)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    spec = cluster_spec(args)
+    capacity = spec.nodes * spec.gpus_per_node
+    trace = generate(args.seed, args.jobs, capacity, duration_scale=args.duration_scale, overload=args.overload,
+                     rack_nodes=spec.nodes // spec.racks, spine_nodes=spec.nodes // spec.spines)
+    print(f"trace: {len(trace)} jobs, {sum(j.pods for j in trace)} pods, arrivals over {trace[-1].arrival:.0f}s, "
+          f"{offered_gpu_seconds(trace) / capacity:.0f}s of full-cluster work on {capacity} GPUs", flush=True)
+    ensure_built(*local.REQUIRED_TOOLS)
+    if local.is_running(spec.name):
+        local.down(spec.name, echo=lambda *_: None)
+    started = time.monotonic()
+    local.up(spec, echo=lambda line: print("  " + line, flush=True))
+    try:
+        results = replay_all(args, spec, trace)
+    finally:
+        if not args.keep:
+            local.down(spec.name, echo=lambda *_: None)
+    args.out.mkdir(parents=True, exist_ok=True)
+    weights = {t.name: t.weight for t in DEFAULT_TENANTS}
+    document = {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "jobs": args.jobs,
+                "duration_scale": args.duration_scale, "overload": args.overload, "direct": args.direct,
+                "cluster": {"nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node, "racks": spec.racks,
+                            "spines": spec.spines},
+                "tenants": [t.__dict__ for t in DEFAULT_TENANTS], "total_wall_s": round(time.monotonic() - started),
+                "results": results}
+    (args.out / "scheduling_trace.json").write_text(json.dumps(document, indent=1))
+    plot(results, trace, capacity, weights, args.out / "scheduling_trace.png")
+    print(summary.markdown(summary.table_rows(results)))
+    print()
+    print("queueing delay p50/p95 (s) by job size")
+    print(summary.markdown(summary.delay_rows(results)))
+    print(f"\nresults in {args.out}/scheduling_trace.json and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
