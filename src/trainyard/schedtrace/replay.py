@@ -20,7 +20,7 @@ from trainyard.schedtrace import objects
 from trainyard.schedtrace.metrics import PodRecord, by_job, job_finished
 from trainyard.schedtrace.trace import Tenant, TraceJob
 
-TENANT_KINDS = ("trainjobs.trainer.kubeflow.org", "podgroups.scheduling.volcano.sh", "pods")
+TENANT_KINDS = (K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP), K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP), "pods")
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Replay:
                 {n: lab.get(K.SPINE_LABEL, "") for n, lab in labels.items()})
 
     def _queue_open(self, name: str) -> bool:
-        queue = self.custom.get_cluster_custom_object(K.VOLCANO_GROUP, K.VOLCANO_VERSION, "queues", name)
+        queue = self.custom.get_cluster_custom_object(K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.QUEUES, name)
         return (queue.get("status") or {}).get("state") == "Open"
 
     @staticmethod
@@ -197,7 +197,7 @@ class Replay:
             self.core.create_namespaced_pod(namespace, obj)
             return
         group, version = obj["apiVersion"].split("/")
-        plural = {"TrainJob": "trainjobs", "PodGroup": "podgroups"}[obj["kind"]]
+        plural = {"TrainJob": K.TRAINJOBS, "PodGroup": K.PODGROUPS}[obj["kind"]]
         self.custom.create_namespaced_custom_object(group, version, namespace, plural, obj)
 
     def clean(self, timeout: float = 300) -> None:
