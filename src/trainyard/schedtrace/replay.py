@@ -20,7 +20,8 @@ from trainyard.schedtrace import objects
 from trainyard.schedtrace.metrics import PodRecord, by_job, job_finished
 from trainyard.schedtrace.trace import Tenant, TraceJob
 
-TENANT_KINDS = (K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP), K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP), "pods")
+TENANT_KINDS = (K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP), K.resource_name(K.JOBSETS, K.JOBSET_GROUP), "jobs.batch",
+                K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP), "pods")
 
 
 @dataclass
@@ -201,13 +202,17 @@ class Replay:
         self.custom.create_namespaced_custom_object(group, version, namespace, plural, obj)
 
     def clean(self, timeout: float = 300) -> None:
-        """Delete every trace object in the tenant namespaces and wait until no trace pod is left."""
+        """Delete every trace object in the tenant namespaces and wait until none is left: the next run
+        reuses the job names, and a JobSet or pod still being collected would be taken for the new job's."""
+        kinds = ",".join(TENANT_KINDS)
         for tenant in self.tenants:
-            for kind in TENANT_KINDS:
-                local.kubectl(self.cluster, "delete", kind, "--all", "-n", tenant.name, "--wait=false",
-                              "--ignore-not-found")
-        self._wait(lambda: not self.core.list_pod_for_all_namespaces(label_selector=K.TRACE_JOB_LABEL, limit=1).items,
-                   timeout, "the trace pods to be deleted", interval=2.0)
+            local.kubectl(self.cluster, "delete", kinds, "--all", "-n", tenant.name, "--wait=false", "--ignore-not-found")
+
+        def gone() -> bool:
+            return all(not local.kubectl(self.cluster, "get", kinds, "-n", t.name, "-o", "name").strip()
+                       for t in self.tenants)
+
+        self._wait(gone, timeout, "the trace objects to be deleted", interval=2.0)
 
 
 def _finished_jobs(jobs, pods: dict[str, PodRecord]) -> list[str]:
