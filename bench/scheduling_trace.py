@@ -4,8 +4,9 @@
 On a local cluster of simulated GPU nodes (default 64 x 8 GPUs, 8 racks under 2 spines) it replays one
 seeded trace (`trainyard.schedtrace.trace`: single-pod jobs of 1/2/4/8 GPUs and gangs of 2-8 pods x 8
 GPUs from three tenants whose queues weigh 4:2:1, arriving over time at 1.5x the cluster's capacity,
-log-normal durations) once per scheduler profile: trainyard's generated Volcano configurations (`gang`,
-`fair-share`) and the default kube-scheduler without gangs or queues. kwok completes each pod after its
+log-normal durations) once per scheduler profile: trainyard's generated Volcano configurations (`gang`, the
+default; `gang-overcommit`, the gang profile with the enqueue gate it had before; `fair-share`) and the
+default kube-scheduler without gangs or queues. kwok completes each pod after its
 job's duration. Jobs go the real path (TrainJob -> trainyard controller -> JobSet + PodGroup ->
 vc-scheduler), or with `--direct` as PodGroups + bare pods, which isolates the scheduler.
 
@@ -15,7 +16,7 @@ share while saturated, p50/p95 queueing delay per job size, pods bound per secon
 racks and gangs beyond their allowed hard tier. JSON, tables (markdown) and a PNG in --out.
 
 Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--duration-scale 1.0]
-       [--profiles gang,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
+       [--profiles gang,gang-overcommit,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
 """
 
@@ -35,8 +36,11 @@ from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
 from trainyard.toolchain.build import ensure_built
 
-PROFILES = {"gang": SchedulerSettings(profile="gang"), "fair-share": SchedulerSettings(profile="fair-share"),
-            KUBE_SCHEDULER: None}
+# trainyard's generated Volcano configurations (gang-overcommit: the gang profile before the trace showed its
+# enqueue gate idling GPUs, kept to show the difference), and the default kube-scheduler.
+PROFILES = {"gang": SchedulerSettings(profile="gang"),
+            "gang-overcommit": SchedulerSettings(profile="gang", overcommit_factor=1.0),
+            "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
