@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from trainyard.cluster import local
@@ -86,7 +87,8 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         figures = summary.summarize(trace, list(record.pods.values()), record.submitted, record.end, capacity,
                                     weights, rack_of, spine_of)
         figures.update(wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
-                       scheduler_conf=None if settings is None else summary_settings(settings))
+                       scheduler_conf=None if settings is None else summary_settings(settings),
+                       records={"submitted": record.submitted, "pods": [asdict(p) for p in record.pods.values()]})
         results[profile] = figures
         print(summary.markdown(summary.table_rows({profile: figures})), flush=True)
         replay.clean()

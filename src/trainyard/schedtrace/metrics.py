@@ -205,19 +205,31 @@ def queue_shares(line: Timeline, capacity: int, weights: Mapping[str, float]) ->
     return out
 
 
+def placements(pods: Sequence[PodRecord]) -> list[set[str]]:
+    """The nodes of the pods held together, at each bind: a gang restarted elsewhere (all its pods
+    evicted and recreated) is two placements, not one spread over both places."""
+    out = []
+    for pod in pods:
+        if pod.bound is not None:
+            out.append({q.node for q in pods if q.node and held(q, pod.bound)})
+    return out
+
+
 def topology_splits(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRecord]],
                     rack_of: Mapping[str, str], spine_of: Mapping[str, str]) -> dict:
-    """Gangs whose pods landed in more than one rack, and those beyond their allowed hard tier."""
+    """Gangs whose pods held GPUs in more than one rack at once, and those beyond their allowed hard tier."""
     split, violations = [], []
     for job in trace:
         if not job.is_gang:
             continue
-        nodes = {p.node for p in pods.get(job.name, ()) if p.node}
-        racks, spines = {rack_of.get(n) for n in nodes}, {spine_of.get(n) for n in nodes}
-        if len(racks) > 1:
+        spans = [({rack_of.get(n) for n in nodes}, {spine_of.get(n) for n in nodes})
+                 for nodes in placements(pods.get(job.name, ()))]
+        racks = max((len(r) for r, _ in spans), default=0)
+        spines = max((len(s) for _, s in spans), default=0)
+        if racks > 1:
             split.append(job.name)
-        if (job.tier == RACK_TIER and len(racks) > 1) or (job.tier == SPINE_TIER and len(spines) > 1):
-            violations.append({"job": job.name, "tier": job.tier, "racks": len(racks), "spines": len(spines)})
+        if (job.tier == RACK_TIER and racks > 1) or (job.tier == SPINE_TIER and spines > 1):
+            violations.append({"job": job.name, "tier": job.tier, "racks": racks, "spines": spines})
     return {"gangs_split_across_racks": len(split), "beyond_allowed_tier": violations}
 
 

@@ -114,6 +114,16 @@ def test_topology_splits(tier, nodes, split, beyond):
     assert len(found["beyond_allowed_tier"]) == beyond
 
 
+def test_a_gang_restarted_in_another_rack_is_not_split():
+    rack_of, spine_of = {"n1": "r0", "n2": "r0", "n3": "r1", "n4": "r1"}, {n: "s0" for n in ("n1", "n2", "n3", "n4")}
+    restarted = [pod(0, 5, ok=False, node="n1"), pod(0, 5, ok=False, node="n2"), pod(6, 16, node="n3"), pod(6, 16, node="n4")]
+    replaced = [pod(0, 5, ok=False, node="n1"), pod(0, 16, node="n2"), pod(6, 16, node="n3")]  # one pod, elsewhere
+    for pods, split in ((restarted, 0), (replaced, 1)):
+        found = M.topology_splits([job(tier=1)], {"g": pods}, rack_of, spine_of)
+        assert found["gangs_split_across_racks"] == split
+        assert len(found["beyond_allowed_tier"]) == split
+
+
 def test_bind_rate_mean_and_busiest_window():
     pods = [pod(t) for t in (0, 1, 2, 3, 20)]
     assert M.bind_rate(pods, window=10) == {"pods_bound": 5, "mean_per_s": 0.25, "peak_per_s": 0.4}
