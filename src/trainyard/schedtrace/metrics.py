@@ -243,3 +243,34 @@ def bind_rate(pods: Iterable[PodRecord], window: float = 10.0) -> dict:
     peak = max(int(np.searchsorted(edges, start + window, side="left") - i) for i, start in enumerate(times))
     return {"pods_bound": len(times), "mean_per_s": round(len(times) / span, 2) if span else None,
             "peak_per_s": round(peak / window, 2)}
+
+
+IDLE_CAUSES = ("only_larger_gangs_waiting", "fitting_job_of_a_queue_at_its_share", "fitting_job_of_a_queue_under_its_share")
+
+
+def idle_breakdown(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRecord]], submitted: Mapping[str, float],
+                   line: Timeline, capacity: int, weights: Mapping[str, float]) -> dict[str, float]:
+    """Where the idle GPUs of saturated moments went, in allocation points (% of capacity x saturated time):
+    every waiting job needed more GPUs than were free; or some waiting job would fit by GPU count but only
+    in queues already at their weighted fair share (held back by the queue plugin); or one would fit in a
+    queue under its share (held back by placement: rack/spine topology, fragmentation, scheduling latency)."""
+    placed = {job.name: time_when_placed(job, pods.get(job.name, ())) for job in trace}
+    mask = saturated(line, capacity)
+    out = dict.fromkeys(IDLE_CAUSES, 0.0)
+    for index in np.flatnonzero(mask):
+        t, idle = float(line.t[index]), capacity - float(line.held[index])
+        if idle <= 0:
+            continue
+        waiting = [j for j in trace if j.name in submitted and submitted[j.name] <= t
+                   and (placed[j.name] is None or placed[j.name] > t)]
+        fitting = [j for j in waiting if j.gpus <= idle]
+        fair = water_fill(capacity, weights, {n: float(line.demand_by_tenant[n][index]) for n in weights})
+        if not fitting:
+            cause = IDLE_CAUSES[0]
+        elif any(line.held_by_tenant[j.tenant][index] < fair[j.tenant] for j in fitting):
+            cause = IDLE_CAUSES[2]
+        else:
+            cause = IDLE_CAUSES[1]
+        out[cause] += idle
+    samples = int(mask.sum())
+    return {cause: round(100 * value / (capacity * samples), 2) if samples else 0.0 for cause, value in out.items()}

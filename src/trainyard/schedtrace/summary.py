@@ -30,6 +30,7 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
         "jobs": len(trace), "jobs_finished": len(finished), "run_s": round(end, 1),
         "allocation_while_saturated": None if allocation is None else round(allocation, 4),
         "saturated_s": round(contended, 1),
+        "idle_points_by_cause": M.idle_breakdown(trace, grouped, submitted, line, capacity, weights),
         "partial_gangs": partial,
         "queues": M.queue_shares(line, capacity, weights),
         "delay_by_size": dict(sorted(M.delays_by_size(trace, delays).items(), key=lambda kv: size_order(kv[0]))),

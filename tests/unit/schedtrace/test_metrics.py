@@ -128,3 +128,24 @@ def test_bind_rate_mean_and_busiest_window():
     pods = [pod(t) for t in (0, 1, 2, 3, 20)]
     assert M.bind_rate(pods, window=10) == {"pods_bound": 5, "mean_per_s": 0.25, "peak_per_s": 0.4}
     assert M.bind_rate([pod(1)]) == {"pods_bound": 1, "mean_per_s": None, "peak_per_s": None}
+
+
+@pytest.mark.parametrize("waiting, held_by_a, expected", [
+    # capacity 16; a gang of 16 waits while 8 GPUs are free: only a larger gang waits
+    (job("w", pods=2, tenant="b"), 8, "only_larger_gangs_waiting"),
+    # a single 8-GPU pod of b (under its share) waits: placement held it back
+    (job("w", pods=1, tenant="b"), 8, "fitting_job_of_a_queue_under_its_share"),
+    # a single 8-GPU pod of a waits, and a already holds more than its fair share (weights 1:3, 4 of 16
+    # GPUs): the queue plugin held it back
+    (job("w", pods=1, tenant="a"), 8, "fitting_job_of_a_queue_at_its_share"),
+])
+def test_idle_breakdown_names_why_gpus_stayed_free(waiting, held_by_a, expected):
+    running = job("r", pods=1, tenant="a")
+    demand_b = job("d", pods=2, tenant="b", arrival=0)  # keeps b's demand, never placed
+    trace = [running, waiting, demand_b]
+    pods = {"r": [pod(0, 10, job="r")], "w": [], "d": []}
+    submitted = {"r": 0, "w": 0, "d": 0}
+    line = M.timeline(trace, pods, submitted, end=10, step=1)
+    breakdown = M.idle_breakdown(trace, pods, submitted, line, 16, {"a": 1, "b": 3})
+    assert breakdown[expected] == 50.0  # 8 of 16 GPUs idle all along
+    assert sum(breakdown.values()) == 50.0
