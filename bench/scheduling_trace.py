@@ -29,9 +29,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trainyard.cluster import local
-from trainyard.cluster.spec import ClusterSpec
+from trainyard import k8s as K
+from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.schedtrace import summary
+from trainyard.schedtrace.metrics import PodRecord
 from trainyard.schedtrace.objects import KUBE_SCHEDULER
 from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
@@ -57,6 +59,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--spines", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    parser.add_argument("--reanalyse", type=Path, help="no cluster: recompute the figures from the pod records of "
+                        "an earlier scheduling_trace.json (same seed and options)")
     args = parser.parse_args(argv)
     unknown = set(args.profiles.split(",")) - set(PROFILES)
     if unknown:
@@ -75,7 +79,6 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
     replay = Replay(spec.name, DEFAULT_TENANTS, capacity)
     replay.setup()
     rack_of, spine_of = replay.topology()
-    weights = {t.name: t.weight for t in DEFAULT_TENANTS}
     timeout = max(j.arrival for j in trace) + 3 * offered_gpu_seconds(trace) / capacity + 300
     results = {}
     for profile in args.profiles.split(","):
@@ -84,8 +87,7 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
             replay.use_scheduler_settings(settings)
         print(f"replaying {len(trace)} jobs with {profile} ({'direct' if args.direct else 'TrainJobs'})", flush=True)
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
-        figures = summary.summarize(trace, list(record.pods.values()), record.submitted, record.end, capacity,
-                                    weights, rack_of, spine_of)
+        figures = figures_of(trace, spec, record.submitted, list(record.pods.values()), record.end, rack_of, spine_of)
         figures.update(wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
                        scheduler_conf=None if settings is None else summary_settings(settings),
                        records={"submitted": record.submitted, "pods": [asdict(p) for p in record.pods.values()]})
@@ -144,6 +146,25 @@ def plot(results: dict[str, dict], trace, capacity: int, weights: dict, path: Pa
     fig.savefig(path, dpi=90)
 
 
+def figures_of(trace, spec: ClusterSpec, submitted: dict, pods: list[PodRecord], end: float, rack_of: dict,
+               spine_of: dict) -> dict:
+    weights = {t.name: t.weight for t in DEFAULT_TENANTS}
+    return summary.summarize(trace, pods, submitted, end, spec.nodes * spec.gpus_per_node, weights, rack_of, spine_of)
+
+
+def reanalyse(args, spec: ClusterSpec, trace) -> dict[str, dict]:
+    """Every figure again from the pod records an earlier run kept (no cluster): same trace, same metrics code."""
+    nodes = gpu_nodes(spec)
+    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][K.RACK_LABEL] for n in nodes}
+    spine_of = {n["metadata"]["name"]: n["metadata"]["labels"][K.SPINE_LABEL] for n in nodes}
+    results = json.loads(args.reanalyse.read_text())["results"]
+    for run, old in results.items():
+        pods = [PodRecord(**pod) for pod in old["records"]["pods"]]
+        fresh = figures_of(trace, spec, old["records"]["submitted"], pods, old["run_s"], rack_of, spine_of)
+        results[run] = {**old, **fresh}
+    return results
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     spec = cluster_spec(args)
@@ -152,30 +173,36 @@ def main(argv=None) -> int:
                      rack_nodes=spec.nodes // spec.racks, spine_nodes=spec.nodes // spec.spines)
     print(f"trace: {len(trace)} jobs, {sum(j.pods for j in trace)} pods, arrivals over {trace[-1].arrival:.0f}s, "
           f"{offered_gpu_seconds(trace) / capacity:.0f}s of full-cluster work on {capacity} GPUs", flush=True)
-    ensure_built(*local.REQUIRED_TOOLS)
-    if local.is_running(spec.name):
-        local.down(spec.name, echo=lambda *_: None)
     started = time.monotonic()
-    local.up(spec, echo=lambda line: print("  " + line, flush=True))
-    try:
-        results = replay_all(args, spec, trace)
-    finally:
-        if not args.keep:
+    if args.reanalyse:
+        previous = json.loads(args.reanalyse.read_text())
+        results, wall = reanalyse(args, spec, trace), previous["total_wall_s"]
+    else:
+        ensure_built(*local.REQUIRED_TOOLS)
+        if local.is_running(spec.name):
             local.down(spec.name, echo=lambda *_: None)
+        local.up(spec, echo=lambda line: print("  " + line, flush=True))
+        try:
+            results = replay_all(args, spec, trace)
+        finally:
+            if not args.keep:
+                local.down(spec.name, echo=lambda *_: None)
+        wall = round(time.monotonic() - started)
     args.out.mkdir(parents=True, exist_ok=True)
     weights = {t.name: t.weight for t in DEFAULT_TENANTS}
     document = {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "jobs": args.jobs,
                 "duration_scale": args.duration_scale, "overload": args.overload, "direct": args.direct,
                 "cluster": {"nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node, "racks": spec.racks,
                             "spines": spec.spines},
-                "tenants": [t.__dict__ for t in DEFAULT_TENANTS], "total_wall_s": round(time.monotonic() - started),
-                "results": results}
+                "tenants": [t.__dict__ for t in DEFAULT_TENANTS], "total_wall_s": wall, "results": results}
     (args.out / "scheduling_trace.json").write_text(json.dumps(document, indent=1))
     plot(results, trace, capacity, weights, args.out / "scheduling_trace.png")
     print(summary.markdown(summary.table_rows(results)))
     print()
     print("queueing delay p50/p95 (s) by job size")
     print(summary.markdown(summary.delay_rows(results)))
+    print("\nidle GPUs while saturated, in allocation points, by cause")
+    print(summary.markdown(summary.idle_rows(results)))
     print(f"\nresults in {args.out}/scheduling_trace.json and .png")
     return 0
 

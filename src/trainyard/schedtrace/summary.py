@@ -84,6 +84,16 @@ def delay_rows(results: Mapping[str, dict]) -> list[list[str]]:
     return rows
 
 
+def idle_rows(results: Mapping[str, dict]) -> list[list[str]]:
+    """Header + one row per run: idle GPUs while saturated, in allocation points, by cause."""
+    causes = list(M.IDLE_CAUSES)
+    rows = [["run", *(cause.replace("_", " ") for cause in causes)]]
+    for run, figures in results.items():
+        idle = figures.get("idle_points_by_cause") or {}
+        rows.append([run, *(f"{idle[c]:.1f}" if c in idle else "-" for c in causes)])
+    return rows
+
+
 def markdown(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows[1:]])
