@@ -124,13 +124,13 @@ def plot(results: dict[str, dict], trace, capacity: int, weights: dict, path: Pa
     ax = fig.add_subplot(grid[1, :half])
     queues = list(weights)
     width = 0.8 / (len(runs) + 1)
-    for i, run in enumerate(runs):
-        shares = [100 * (results[run]["queues"][q]["share"] or 0) for q in queues]
-        ax.bar(np.arange(len(queues)) + i * width, shares, width, label=run)
-    fair = [100 * (results[runs[0]]["queues"][q]["fair_share"] or 0) for q in queues]
-    ax.bar(np.arange(len(queues)) + len(runs) * width, fair, width, label="weighted fair share", color="grey")
-    ax.set(title="queue share of the cluster while saturated", ylabel="% of GPUs",
-           xticks=np.arange(len(queues)) + width * len(runs) / 2,
+    for i, run in enumerate(runs):  # each run's own fair share: it depends on what each queue demanded when
+        deviation = [results[run]["queues"][q]["deviation_points"] or 0 for q in queues]
+        ax.bar(np.arange(len(queues)) + i * width, deviation, width, label=run)
+    ax.axhspan(-5, 5, color="grey", alpha=0.15, label="±5 points")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(title="queue share minus its weighted fair share while saturated", ylabel="percentage points",
+           xticks=np.arange(len(queues)) + width * (len(runs) - 1) / 2,
            xticklabels=[f"{q} (w{weights[q]})" for q in queues])
     ax.legend(fontsize=8)
     ax = fig.add_subplot(grid[1, half:])
