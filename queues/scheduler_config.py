@@ -1,11 +1,15 @@
 """Render the Volcano scheduler configuration (the `volcano-scheduler.conf` ConfigMap key).
 
 Two profiles:
-- `gang` (default): strict gang gating. `enqueue, allocate, backfill`; `overcommit` with
-  factor 1.0 so a gang that cannot fit stays Pending instead of reaching Inqueue.
-- `fair-share`: adds `preempt` and `reclaim` and drops `overcommit`, because reclaim and
-  preempt only act on PodGroups that are already Inqueue (a full cluster would otherwise
-  never let a starving queue's job in).
+- `gang` (default): `enqueue, allocate, backfill`; a gang binds whole or not at all (gang plugin),
+  each queue gets at most its weighted share (`proportion`). No `overcommit` unless
+  `overcommitFactor` is set: its enqueue gate reserves a gang's minResources from the moment the
+  gang is Inqueue, but `proportion` refuses to allocate a gang that would take its queue beyond its
+  weighted share, so on a full cluster the light queues' admitted gangs held the GPUs that freed
+  up while the heavy queues' gangs waited "resource in cluster is overused" (measured with
+  bench/scheduling_trace.py; README "Scheduling trace").
+- `fair-share`: adds `preempt` and `reclaim` (never `overcommit`): reclaim and preempt only act
+  on PodGroups that are already Inqueue.
 
 `binpack` lists `nvidia.com/gpu` explicitly: Volcano ignores GPUs in binpack unless asked,
 and `nodeorder`'s least-requested score is zeroed so it does not pull the other way.
@@ -36,7 +40,9 @@ class SchedulerSettings:
     binpack_weight: int = 10
     gpu_binpack_weight: int = 10
     topology_weight: int = 10
-    overcommit_factor: float = 1.0
+    overcommit_factor: float | None = None
+    """None: no `overcommit` plugin. A factor (>= 1.0) gates enqueue in the `gang` profile: a gang is
+    admitted to its queue only while the admitted gangs' minResources fit factor x the cluster."""
     extra_binpack_resources: tuple[str, ...] = field(default_factory=tuple, metadata=DERIVED)
     hierarchical_queues: bool = field(default=False, metadata=DERIVED)
     """Queues with parents (the stack's `queues:`): only `capacity` supports them, with `enableHierarchy`."""
@@ -57,7 +63,7 @@ class SchedulerSettings:
                             ("topologyWeight", self.topology_weight)):
             if value < 0:
                 problem(name, f"{value} is below 0", "use a weight of 0 or more")
-        if self.overcommit_factor < 1.0:
+        if self.overcommit_factor is not None and self.overcommit_factor < 1.0:
             problem("overcommitFactor", f"{self.overcommit_factor} is below 1.0, which Volcano ignores", "use 1.0 or more")
         return out
 
@@ -76,7 +82,7 @@ def tiers(settings: SchedulerSettings) -> list[dict]:
     for resource in binpack_resources:
         binpack_args[f"binpack.resources.{resource}"] = settings.gpu_binpack_weight
     second: list[dict] = []
-    if settings.profile == "gang":
+    if settings.profile == "gang" and settings.overcommit_factor is not None:
         second.append({"name": "overcommit", "arguments": {"overcommit-factor": settings.overcommit_factor}})
     second += [
         {"name": "predicates"},

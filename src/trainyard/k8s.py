@@ -98,6 +98,12 @@ MPI_IMPLEMENTATION_LABEL = f"{TRAINYARD_DOMAIN}/mpi-implementation"
 CRD_UNPROTECTED_LABEL = f"{TRAINYARD_DOMAIN}/crd-unprotected"
 RACK_LABEL = f"{TRAINYARD_DOMAIN}/rack"
 SPINE_LABEL = f"{TRAINYARD_DOMAIN}/spine"
+TRACE_JOB_LABEL = f"{TRAINYARD_DOMAIN}/trace-job"  # bench/scheduling_trace.py: the trace job a pod belongs to
+TRACE_TENANT_LABEL = f"{TRAINYARD_DOMAIN}/trace-tenant"
+
+# kwok (simulated nodes): how long a simulated pod runs before its pod-complete Stage finishes it.
+KWOK_STAGE_GROUP = "kwok.x-k8s.io"
+KWOK_POD_COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 
 # ---- resource quantities (exact fractions) -------------------------------------------------------

@@ -9,7 +9,7 @@ from trainyard.cluster import spec as s
 
 def test_defaults_match_the_contract():
     spec = s.ClusterSpec()
-    assert (spec.nodes, spec.gpus_per_node, spec.racks) == (4, 8, 2)
+    assert (spec.nodes, spec.gpus_per_node, spec.racks, spec.spines, spec.timed_pods) == (4, 8, 2, 1, False)
 
 
 @pytest.mark.parametrize("kwargs,field", [
@@ -19,6 +19,8 @@ def test_defaults_match_the_contract():
     ({"port_base": 80}, "--port-base"),
     ({"port_base": 40000}, "ephemeral range"),
     ({"gpus_per_node": -1}, "--gpus-per-node"),
+    ({"spines": 3, "racks": 2}, "--spines"),
+    ({"spines": 0}, "--spines"),
 ])
 def test_bad_options_name_the_option(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -48,6 +50,21 @@ def test_gpu_node_labels_and_resources():
 def test_nodes_are_spread_over_racks_in_blocks(nodes, racks, expected):
     spec = s.ClusterSpec(nodes=nodes, racks=racks)
     assert [n["metadata"]["labels"][s.RACK_LABEL] for n in s.gpu_nodes(spec)] == expected
+
+
+@pytest.mark.parametrize("nodes,racks,spines,expected", [
+    (4, 2, 1, ["spine-0"] * 4),
+    (8, 4, 2, ["spine-0"] * 4 + ["spine-1"] * 4),
+    (64, 8, 2, ["spine-0"] * 32 + ["spine-1"] * 32),
+    (6, 3, 2, ["spine-0"] * 4 + ["spine-1"] * 2),
+])
+def test_racks_are_spread_over_spines_in_blocks(nodes, racks, spines, expected):
+    spec = s.ClusterSpec(nodes=nodes, racks=racks, spines=spines)
+    labels = [n["metadata"]["labels"] for n in s.gpu_nodes(spec)]
+    assert [lab[s.SPINE_LABEL] for lab in labels] == expected
+    spine_of_rack = {}
+    for lab in labels:  # a rack never straddles two spines
+        assert spine_of_rack.setdefault(lab[s.RACK_LABEL], lab[s.SPINE_LABEL]) == lab[s.SPINE_LABEL]
 
 
 def test_ports_are_distinct_and_loopback_only():

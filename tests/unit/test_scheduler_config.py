@@ -22,12 +22,20 @@ def test_actions_per_profile(profile, actions):
 def test_gang_profile_tiers():
     cfg = scheduler_config()
     assert [p["name"] for p in cfg["tiers"][0]["plugins"]] == ["priority", "gang", "conformance"]
-    assert _plugins(cfg)[3:] == ["overcommit", "predicates", "proportion", "nodeorder", "binpack",
-                                 "network-topology-aware"]
+    assert _plugins(cfg)[3:] == ["predicates", "proportion", "nodeorder", "binpack", "network-topology-aware"]
 
 
-def test_fair_share_drops_overcommit_so_reclaim_can_act():
-    assert "overcommit" not in _plugins(scheduler_config(SchedulerSettings(profile="fair-share")))
+@pytest.mark.parametrize("settings, overcommit", [
+    (SchedulerSettings(), None),  # admitted gangs beyond a queue's weighted share would hold idle GPUs
+    (SchedulerSettings(overcommit_factor=1.0), {"overcommit-factor": 1.0}),
+    (SchedulerSettings(overcommit_factor=1.5), {"overcommit-factor": 1.5}),
+    (SchedulerSettings(profile="fair-share", overcommit_factor=1.0), None),  # reclaim needs Inqueue gangs
+])
+def test_overcommit_only_when_asked_and_never_with_reclaim(settings, overcommit):
+    plugins = {p["name"]: p for tier in scheduler_config(settings)["tiers"] for p in tier["plugins"]}
+    assert (plugins["overcommit"]["arguments"] if "overcommit" in plugins else None) == overcommit
+    if overcommit:
+        assert _plugins(scheduler_config(settings))[3] == "overcommit"
 
 
 def test_binpack_weighs_gpus_and_nodeorder_does_not_spread():

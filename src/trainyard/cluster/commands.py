@@ -73,6 +73,7 @@ def up(
     gpus_per_node: int = typer.Option(DEFAULT.gpus_per_node, help="nvidia.com/gpu capacity of each node."),
     gpu_product: str = typer.Option(DEFAULT.gpu_product, help="Value of the nvidia.com/gpu.product label."),
     racks: int = typer.Option(DEFAULT.racks, help="Racks the nodes are spread over (topology labels for HyperNodes)."),
+    spines: int = typer.Option(DEFAULT.spines, help="Spines the racks are spread over (tier-2 topology label)."),
     port_base: int = PORT_BASE,
     provider: str = PROVIDER,
     feature_gates: str = FEATURE_GATES,
@@ -82,7 +83,7 @@ def up(
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
-                     port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller)
+                     spines=spines, port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller)
     start(spec, provider, bare)
     print_status(name)
 

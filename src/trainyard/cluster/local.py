@@ -163,6 +163,16 @@ def _upstream_manifests() -> dict[str, list[Path]]:
     }
 
 
+def _kwok_stages(spec: ClusterSpec) -> list[dict]:
+    """None (kwokctl's defaults) unless the cluster's pods run for the delay their annotation names."""
+    if not spec.timed_pods:
+        return []
+    from trainyard.cluster import kwok_stages
+    from trainyard.toolchain.recipes import module_dir
+
+    return kwok_stages.timed_stages(kwok_stages.read_upstream(module_dir(tool("kwok"), "sigs.k8s.io/kwok")))
+
+
 def _check_ports_free(spec: ClusterSpec) -> None:
     busy = {name: port for name, port in spec.ports.all().items() if port_in_use(port)}
     if busy:
@@ -207,7 +217,8 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     setup_log = paths.logs / "up.log"
 
     config_file = paths.root / "kwokctl.yaml"
-    config_file.write_text(yaml.safe_dump(cluster_spec.kwokctl_config(spec, binaries), sort_keys=False))
+    documents = [cluster_spec.kwokctl_config(spec, binaries), *_kwok_stages(spec)]
+    config_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     echo(f"starting control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1:{spec.ports.port('apiserver')}")
     _run([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),
           "--kubeconfig", "", "--wait", "120s"], env, "kwokctl create cluster", setup_log)
@@ -224,7 +235,8 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
         return _run([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], env,
                     f"kubectl {' '.join(args[:2])}", setup_log, input_text)
 
-    echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks)")
+    echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks, "
+         f"{spec.spines} spine{'s' if spec.spines > 1 else ''})")
     kc("create", "-f", "-", input_text=yaml.safe_dump_all(cluster_spec.gpu_nodes(spec)))
     if not controllers:
         echo(f"cluster {spec.name!r} is up (bare: control plane and GPU nodes only)")

@@ -59,6 +59,8 @@ class ClusterSpec:
     gpus_per_node: int = 8
     gpu_product: str = "NVIDIA-H100-80GB-HBM3"
     racks: int = 2
+    spines: int = 1
+    """Racks are spread over spines in contiguous blocks, as nodes are over racks."""
     cpu_per_node: int = 96
     memory_gib_per_node: int = 1024
     port_base: int = 26400
@@ -69,6 +71,9 @@ class ClusterSpec:
     # Client-side API limits of the TrainJob controller, either one: upstream's defaults; negative qps: none.
     controller_qps: float = UPSTREAM_QPS
     controller_burst: int = UPSTREAM_BURST
+    timed_pods: bool = False
+    """kwok completes a pod after the delay in its `pod-complete.stage.kwok.x-k8s.io/delay` annotation (any
+    owner), not as soon as it runs (pods of Jobs only): for benchmarks that replay job durations."""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -88,6 +93,8 @@ class ClusterSpec:
                             f"{', '.join(TRAINJOB_CONTROLLERS)}")
         if self.racks < 1 or self.racks > self.nodes:
             problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
+        if self.spines < 1 or self.spines > self.racks:
+            problems.append(f"--spines {self.spines}: must be between 1 and the number of racks ({self.racks})")
         low, high = ephemeral_port_range()
         last = self.port_base + max(Ports.OFFSETS.values()) + 10
         if not 1024 <= self.port_base <= 65000:
@@ -131,10 +138,20 @@ def rack_name(rack: int) -> str:
     return f"rack-{rack}"
 
 
+def spine_name(spine: int) -> str:
+    return f"spine-{spine}"
+
+
 def rack_of(index: int, spec: ClusterSpec) -> int:
     """Nodes are spread over racks in contiguous blocks (rack-0 gets the first nodes)."""
     per_rack = -(-spec.nodes // spec.racks)
     return index // per_rack
+
+
+def spine_of_rack(rack: int, spec: ClusterSpec) -> int:
+    """Racks are spread over spines in contiguous blocks (spine-0 gets the first racks)."""
+    per_spine = -(-spec.racks // spec.spines)
+    return rack // per_spine
 
 
 def gpu_node(index: int, spec: ClusterSpec) -> dict:
@@ -164,7 +181,7 @@ def gpu_node(index: int, spec: ClusterSpec) -> dict:
                 "topology.kubernetes.io/region": "local",
                 "topology.kubernetes.io/zone": spec.zone,
                 RACK_LABEL: rack_name(rack_of(index, spec)),
-                SPINE_LABEL: "spine-0",
+                SPINE_LABEL: spine_name(spine_of_rack(rack_of(index, spec), spec)),
             },
         },
         "spec": {},

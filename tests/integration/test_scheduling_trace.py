@@ -1,0 +1,66 @@
+"""A tiny gang trace through the real path (TrainJobs -> trainyard controller -> JobSet + PodGroup ->
+vc-scheduler with the generated `gang` profile; kwok finishes pods after their duration) on a cluster of its
+own: 8 nodes in 4 racks under 2 spines (port base 29700, `TRAINYARD_TRACE_TEST_PORT_BASE` to move it)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from trainyard.cluster import local
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.schedtrace import metrics as M
+from trainyard.schedtrace.replay import Replay
+from trainyard.schedtrace.summary import summarize
+from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate
+from trainyard.toolchain.build import ensure_built
+
+pytestmark = pytest.mark.integration
+
+SPEC = ClusterSpec(name="trainyard-trace-test", nodes=8, racks=4, spines=2, timed_pods=True,
+                   port_base=int(os.environ.get("TRAINYARD_TRACE_TEST_PORT_BASE", "29700")),
+                   feature_gates="TrainJobStatus=false")
+CAPACITY = SPEC.nodes * SPEC.gpus_per_node
+
+
+@pytest.fixture(scope="module")
+def replay():
+    ensure_built(*local.REQUIRED_TOOLS)
+    if local.is_running(SPEC.name):
+        local.down(SPEC.name, echo=lambda *_: None)
+    local.up(SPEC, echo=lambda *_: None)
+    try:
+        replay = Replay(SPEC.name, DEFAULT_TENANTS, CAPACITY, echo=lambda *_: None)
+        replay.setup()
+        yield replay
+    finally:
+        local.down(SPEC.name, echo=lambda *_: None)
+
+
+def test_a_tiny_trace_finishes_whole_gangs_within_their_tier_and_for_their_duration(replay):
+    trace = generate(5, 10, CAPACITY, duration_scale=0.2, rack_nodes=2, spine_nodes=4)
+    assert any(job.is_gang for job in trace) and any(not job.is_gang for job in trace)
+    record = replay.run(trace, "gang", gang=True, direct=False, timeout=240)
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    pods = list(record.pods.values())
+    rack_of, spine_of = replay.topology()
+    figures = summarize(trace, pods, record.submitted, record.end, CAPACITY,
+                        {t.name: t.weight for t in DEFAULT_TENANTS}, rack_of, spine_of)
+    assert figures["jobs_finished"] == len(trace)
+    assert figures["partial_gangs"] == []
+    assert figures["topology"]["beyond_allowed_tier"] == []
+    grouped = M.by_job(pods)
+    for job in trace:
+        mine = grouped[job.name]
+        assert len(mine) == job.pods and all(p.succeeded for p in mine)
+        for pod in mine:  # kwok ran each pod for its job's duration (the Stage's annotated delay)
+            assert job.duration - 1 <= pod.ended - pod.bound <= job.duration + 10, (job, pod)
+    # The allocation figure is the same GPU-seconds the pod records add up to, and never above capacity.
+    line = M.timeline(trace, grouped, record.submitted, record.end, step=0.25)
+    held_gpu_seconds = sum(p.gpus * (p.ended - p.bound) for p in pods)
+    assert float(line.held.sum() * 0.25) == pytest.approx(held_gpu_seconds, rel=0.02)
+    assert line.held.max() <= CAPACITY
+    allocation, saturated_s = M.allocation_while_saturated(line, CAPACITY)
+    assert saturated_s > 0 and 0 < allocation <= 1
+    replay.clean()
