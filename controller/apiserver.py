@@ -131,13 +131,12 @@ class ApiServer:
         fenced.observe = self.observe
         return fenced
 
-    def _send(self, method: str, path: str, **kwargs):
-        """Every request goes out here: rate limit, count, send."""
+    def _send(self, method: str, path: str, counted_as: str | None = None, **kwargs):
+        """Every request goes out here: rate limit, count (as `counted_as`, default the method), send."""
         if self.limiter:
             self.limiter.acquire()
         if self.observe is not None:
-            self.observe("WATCH" if (kwargs.get("query_params") or []).count(("watch", "true")) else method,
-                         resource_of_path(path))
+            self.observe(counted_as or method, resource_of_path(path))
         return self.api_client.call_api(path, method, auth_settings=["BearerToken"], _preload_content=False,
                                         _return_http_data_only=True, **kwargs)
 
@@ -220,7 +219,7 @@ class ApiServer:
         query = {"watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "true"}
         if resource_version:
             query["resourceVersion"] = resource_version
-        response = self._send("GET", resource.path(), query_params=list(query.items()),
+        response = self._send("GET", resource.path(), counted_as="WATCH", query_params=list(query.items()),
                               header_params={"Accept": "application/json"})
         try:
             for line in _lines(response):
