@@ -34,6 +34,33 @@ NUM_PROC_RULE = Rule(
     _num_proc_ok,
 )
 
+# trainyard's upper bounds (upstream has none): the pipeline builds one hostname, env entry or hostfile line
+# per node and process, so an unbounded count exhausts memory before anything can refuse it. 5000 nodes is
+# Kubernetes' largest supported cluster; 1024 processes per node is far above any accelerator count.
+MAX_NUM_NODES = 5000
+MAX_PROCS_PER_NODE = 1024
+
+
+def _num_proc_bounded(v: object) -> bool:
+    return not (isinstance(v, int) and not isinstance(v, bool)) or v <= MAX_PROCS_PER_NODE
+
+
+NUM_PROC_MAX_RULE = Rule(
+    f"type(self) != int || self <= {MAX_PROCS_PER_NODE}",
+    f"numProcPerNode must be at most {MAX_PROCS_PER_NODE} (trainyard's bound on processes per node); "
+    "use one process per accelerator",
+    _num_proc_bounded,
+)
+
+
+def num_nodes() -> dict:
+    return integer(minimum=0, maximum=MAX_NUM_NODES)
+
+
+def procs_per_node(message: str) -> dict:
+    """mpi/flux numProcPerNode: an int32 from 1 to MAX_PROCS_PER_NODE."""
+    return integer(default=1, maximum=MAX_PROCS_PER_NODE, rules=[Rule("self >= 1", message, lambda v: v >= 1)])
+
 
 # ---- TrainingRuntime / ClusterTrainingRuntime ---------------------------------------------------
 
@@ -52,8 +79,8 @@ def _min_le_max(p: dict) -> bool:
 def ml_policy() -> dict:
     elastic = obj({
         "maxRestarts": integer(minimum=0),
-        "minNodes": integer(minimum=1),
-        "maxNodes": integer(minimum=1),
+        "minNodes": integer(minimum=1, maximum=MAX_NUM_NODES),
+        "maxNodes": integer(minimum=1, maximum=MAX_NUM_NODES),
         "metrics": array(obj({"type": string()}, required=["type"], **{"x-kubernetes-preserve-unknown-fields": True}),
                          **{"x-kubernetes-list-type": "atomic"}),
     }, rules=[Rule("!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes",
@@ -66,20 +93,20 @@ def ml_policy() -> dict:
             lambda names: "node" not in names)], **{"x-kubernetes-list-type": "set"}),
     }, required=["jobName", "containerNames"])
     torch = obj({
-        "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE]),
+        "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE, NUM_PROC_MAX_RULE]),
         "elasticPolicy": elastic,
         "envInjection": obj({"targets": array(target, maxItems=16,
                                               **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["jobName"]})}),
     })
     mpi = obj({
-        "numProcPerNode": integer(default=1, rules=[Rule("self >= 1", "NumProcPerNode in mpiPolicy must be >= 1", lambda v: v >= 1)]),
+        "numProcPerNode": procs_per_node("NumProcPerNode in mpiPolicy must be >= 1"),
         "mpiImplementation": string(default=C.MPI_OPENMPI, enum=[C.MPI_OPENMPI, C.MPI_INTEL, C.MPI_MPICH, ""]),
         "sshAuthMountPath": string(default="/root/.ssh", maxLength=4096),
         "runLauncherAsNode": boolean(default=False),
     })
-    flux = obj({"numProcPerNode": integer(default=1, rules=[Rule("self >= 1", "NumProcPerNode in fluxPolicy must be >= 1", lambda v: v >= 1)])})
+    flux = obj({"numProcPerNode": procs_per_node("NumProcPerNode in fluxPolicy must be >= 1")})
     return obj({
-        "numNodes": integer(minimum=0),
+        "numNodes": num_nodes(),
         "torch": torch,
         "mpi": mpi,
         "jax": obj({}),
@@ -140,9 +167,9 @@ def trainer_spec() -> dict:
         "command": array(string(maxLength=1048576), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
         "args": array(string(maxLength=1048576), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
         "env": env_list(),
-        "numNodes": integer(minimum=0),
+        "numNodes": num_nodes(),
         "resourcesPerNode": resource_requirements(),
-        "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE]),
+        "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE, NUM_PROC_MAX_RULE]),
     }, rules=[IMMUTABLE])
 
 
