@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 import yaml
 
+from trainyard import yaml_input
 from trainyard.errors import TrainyardError
 
 from . import constants as C
@@ -41,15 +42,9 @@ class _BadInput(TrainyardError):
 
 def _load_stream(path: Path) -> list[dict]:
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise _BadInput(f"{path}: cannot read file ({err.strerror}); check the path")
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise _BadInput(f"{path}: malformed YAML{where}: {getattr(err, 'problem', None) or err}; fix the YAML syntax")
+        docs = [d for d in yaml_input.load_all(yaml_input.read_text(path), str(path)) if d is not None]
+    except yaml_input.YamlInputError as err:
+        raise _BadInput(str(err)) from None
     for doc in docs:
         if not isinstance(doc, dict):
             raise _BadInput(f"{path}: every YAML document must be a mapping (an object with apiVersion and kind)")

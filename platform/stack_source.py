@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from trainyard import yaml_input
 from trainyard.platform.problems import ConfigProblem
 from trainyard.platform.stack_config import stack_values
 from trainyard.platform.stack_reader import entry_labels
@@ -36,22 +37,31 @@ def read_stack_source(path: Path, file: str | None = None) -> StackSource:
     """The `trainyard:` values of a stack file and the line of every key and list entry."""
     name = file or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         return StackSource(name, {}, {}, ConfigProblem(name, "file", f"cannot read it ({err.strerror})",
                                                        "check the stack name (stacks/Pulumi.<stack>.yaml)"))
+    try:
+        text = yaml_input.decode(data, name)
+    except yaml_input.YamlInputError as err:
+        return StackSource(name, {}, {}, _file_problem(err))
     return parse_stack_source(text, name)
+
+
+def _file_problem(err: yaml_input.YamlInputError) -> ConfigProblem:
+    return ConfigProblem(err.source, "file", err.detail, err.fix, line=err.line)
 
 
 def parse_stack_source(text: str, file: str) -> StackSource:
     try:
-        document = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        return StackSource(file, {}, {}, ConfigProblem(
-            file, "file", f"malformed YAML: {getattr(err, 'problem', None) or err}", "fix the YAML syntax",
-            line=mark.line + 1 if mark else None))
+        nodes = yaml_input.compose_all(text, file)
+    except yaml_input.YamlInputError as err:
+        return StackSource(file, {}, {}, _file_problem(err))
+    if len(nodes) > 1:
+        return StackSource(file, {}, {}, ConfigProblem(file, "file", f"{len(nodes)} YAML documents in one stack file",
+                                                       "keep one document (remove the `---` separators)"))
+    node = nodes[0] if nodes else None
+    document = yaml.SafeLoader("").construct_document(node) if node is not None else None
     if document is not None and not isinstance(document, dict) or (
             isinstance(document, dict) and document.get("config") is not None
             and not isinstance(document.get("config"), dict)):

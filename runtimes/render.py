@@ -12,7 +12,8 @@ import traceback
 from typing import Any, Mapping
 
 import jinja2
-import yaml
+
+from trainyard import yaml_input
 
 from trainyard.k8s import TRAINER_API_VERSION as API_VERSION
 from trainyard.runtimes import labels
@@ -27,11 +28,10 @@ def release_values(sources: ReleaseSources, version: str) -> dict[str, Any]:
     """The parameters templates may use: ``values.yaml`` plus ``release.version``."""
     path = f"{sources.directory}/{VALUES_FILE}"
     try:
-        values = yaml.safe_load(sources.files.get(VALUES_FILE, "")) or {}
-    except yaml.YAMLError as err:
-        raise CatalogError(
-            Finding(f"invalid YAML: {_yaml_problem(err)}", file=path, release=version, fix="correct the YAML syntax")
-        ) from None
+        values = yaml_input.load(sources.files.get(VALUES_FILE, ""), path) or {}
+    except yaml_input.YamlInputError as err:
+        where = f" (line {err.line})" if err.line else ""
+        raise CatalogError(Finding(f"invalid YAML: {err.detail}{where}", file=path, release=version, fix=err.fix)) from None
     if not isinstance(values, dict):
         raise CatalogError(Finding("must be a mapping of parameters", file=path, release=version, fix="write key: value pairs"))
     if "release" in values:
@@ -59,11 +59,12 @@ def render_template(text: str, values: Mapping[str, Any], *, file: str, runtime:
             Finding(f"template syntax error on line {err.lineno}: {err.message}", file=file, runtime=runtime, fix="correct the Jinja2 syntax")
         ) from None
     try:
-        documents = [doc for doc in yaml.safe_load_all(rendered) if doc is not None]
-    except yaml.YAMLError as err:
+        documents = [doc for doc in yaml_input.load_all(rendered, file) if doc is not None]
+    except yaml_input.YamlInputError as err:
+        where = f" (line {err.line})" if err.line else ""
         raise CatalogError(
             Finding(
-                f"invalid YAML after rendering: {_yaml_problem(err)}",
+                f"invalid YAML after rendering: {err.detail}{where}",
                 file=file,
                 runtime=runtime,
                 fix="correct the indentation or quoting (placeholders are substituted as plain text)",
@@ -152,9 +153,3 @@ def _template_line(err: Exception) -> str:
     """' on line N' of the template that raised, from Jinja's rewritten traceback."""
     lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__) if frame.filename == "<template>"]
     return f" on line {lines[-1]}" if lines else ""
-
-
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem

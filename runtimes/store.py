@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from trainyard import yaml_input
 from trainyard.runtimes.model import (
     CURRENT,
     STATUSES,
@@ -128,14 +129,14 @@ def load_catalog(root: Path | str | None = None) -> Catalog:
     """Read catalog.yaml, the lock and every release's sources."""
     root = Path(root) if root is not None else default_catalog_dir()
     catalog_path = root / CATALOG_FILE
-    try:
-        document = yaml.safe_load(catalog_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not catalog_path.is_file():
         raise CatalogError(
             Finding("not found", file=str(catalog_path), fix=f"point --catalog-dir / ${CATALOG_DIR_ENV} at the runtimes directory")
-        ) from None
-    except yaml.YAMLError as err:
-        raise CatalogError(Finding(f"invalid YAML: {err}", file=CATALOG_FILE, fix="correct the YAML syntax")) from None
+        )
+    try:
+        document = yaml_input.load(yaml_input.read_text(catalog_path, CATALOG_FILE), CATALOG_FILE)
+    except yaml_input.YamlInputError as err:
+        raise CatalogError(Finding(err.detail, file=CATALOG_FILE, fix=err.fix)) from None
     releases = parse_catalog(document)
     sources = {r.version: s for r in releases if (s := read_release_sources(root, r.version)) is not None}
     return Catalog(releases=releases, sources=sources, lock=read_lock(root))

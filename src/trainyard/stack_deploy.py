@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 import yaml
 
+from trainyard import yaml_input
 from trainyard.cluster.spec import ClusterSpec, kube_context
 from trainyard.errors import TrainyardError
 from trainyard.paths import repo_root
@@ -50,7 +51,10 @@ def read_stack_file(stack: str, root: Path | None = None) -> dict:
     path = stack_file(stack, root)
     if not path.is_file():
         raise StackError(missing_stack_message(stack, root))
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        document = yaml_input.load(yaml_input.read_text(path), str(path)) or {}
+    except yaml_input.YamlInputError as err:
+        raise StackError(str(err)) from None
     if not isinstance(document, dict):
         raise StackError(f"{path}: a stack file is a YAML mapping with a `config:` key")
     return document

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from trainyard import k8s as K
+from trainyard import yaml_input
 from trainyard.errors import TrainyardError
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
@@ -21,9 +21,9 @@ capacity_commands = typer.Typer()
 
 def _load_trainjob(path: Path) -> dict:
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
-    except (OSError, yaml.YAMLError) as err:
-        raise typer.BadParameter(f"{path}: {err}")
+        docs = [d for d in yaml_input.load_all(yaml_input.read_text(path), str(path)) if isinstance(d, dict)]
+    except yaml_input.YamlInputError as err:
+        raise typer.BadParameter(str(err)) from None
     found = [d for d in docs if d.get("kind") == "TrainJob"]
     if len(found) != 1:
         raise typer.BadParameter(f"{path}: expected exactly one TrainJob, found {len(found)}")

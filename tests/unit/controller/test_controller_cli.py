@@ -70,7 +70,7 @@ def test_validate_ok(tmp_path):
 
 @pytest.mark.parametrize("command", ["render", "validate"])
 @pytest.mark.parametrize("tj_text,message", [
-    ("kind: TrainJob\nspec: [unclosed", "malformed YAML at line 2"),
+    ("kind: TrainJob\nspec: [unclosed", "tj.yaml:2: malformed YAML"),
     (yaml.safe_dump(dict(trainjob(), kind="JobSet")), "expected exactly one TrainJob, found JobSet"),
     (yaml.safe_dump(trainjob(trainer={"numNodes": "x"})), "spec.trainer.numNodes: must be of type integer, got string"),
     ("- a\n- b\n", "every YAML document must be a mapping"),
