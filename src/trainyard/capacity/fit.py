@@ -8,7 +8,7 @@ is the answer, phrased for the user:
    (pods are refused by quota admission until others end).
 2. Queue (Volcano enqueue): the queue must be Open, and allocated + admitted-but-not-running (inqueue)
    + the gang's minResources must stay within its capability (the cluster's total when it has none).
-3. Placement (Volcano allocate): the gang's pods are bin-packed, largest first, onto the nodes' free
+3. Placement (Volcano allocate): a pod larger than every node (by allocatable) is refused for good; else the gang's pods are bin-packed, largest first, onto the nodes' free
    resources (best fit: the fullest node that still fits). When that fails the reason is named:
    - not enough free GPUs in the whole cluster;
    - fragmentation: enough free GPUs in total, but spread so no node set hosts every pod;
@@ -52,7 +52,7 @@ class Gang:
 @dataclass
 class Verdict:
     outcome: str  # fits | waits | refused
-    check: str  # admission | quota | queue | cluster | fragmentation | topology | placement
+    check: str  # admission | quota | queue | node size | cluster | fragmentation | topology | placement
     message: str
     placement: dict[str, int] = field(default_factory=dict)
 
@@ -185,7 +185,25 @@ def _per(nodes: Iterable[Node]) -> str:
     return ", ".join(f"{n.name} {_fmt(n.free())}" for n in nodes)
 
 
+def check_node_size(gang: Gang, nodes: list[Node]) -> Verdict | None:
+    """A pod that needs more of a resource than any schedulable node has at all can never be placed."""
+    candidates = [n for n in nodes if n.schedulable]
+    for pod in gang.pods:
+        for name, amount in sorted(pod.items()):
+            if amount <= 0:
+                continue
+            largest = max(candidates, key=lambda n: n.allocatable.get(name, Fraction(0)), default=None)
+            has = largest.allocatable.get(name, Fraction(0)) if largest else Fraction(0)
+            if amount > has:
+                where = f"the largest node, {largest.name}, has {_fmt(has)} allocatable" if largest else "no node is schedulable"
+                return Verdict(REFUSED, "node size", f"a pod of this job needs {_fmt(amount)} {name} and {where}: "
+                                                     f"it can never start; use more, smaller pods (numNodes)")
+    return None
+
+
 def check_placement(gang: Gang, nodes: list[Node]) -> Verdict:
+    if (too_large := check_node_size(gang, nodes)) is not None:
+        return too_large
     need_gpus = gang.total.get(GPU, Fraction(0))
     free_gpus = sum((n.free() for n in nodes), Fraction(0))
     biggest = max((p.get(GPU, Fraction(0)) for p in gang.pods), default=Fraction(0))

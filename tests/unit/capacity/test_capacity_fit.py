@@ -89,7 +89,14 @@ def test_queue_without_capability_is_bounded_by_the_cluster():
      "fits in spine spine-0: n1 1 pod, n3 1 pod"),
     ([("n0", 4), ("n2", 4)], 2, 8, {"mode": "soft", "highestTierAllowed": 1}, FITS, "placement",
      "fits now: n1 1 pod, n3 1 pod"),
-], ids=["empty", "best-fit", "cluster-full", "fragmented", "topology", "topology-fits", "spine", "soft-topology"])
+    ([], 1, 16, None, REFUSED, "node size",
+     f"a pod of this job needs 16 {GPU} and the largest node, n0, has 8 allocatable: it can never start; "
+     "use more, smaller pods (numNodes)"),
+    ([("n0", 8), ("n1", 8), ("n2", 8), ("n3", 8)], 1, 9, RACK1, REFUSED, "node size",
+     f"a pod of this job needs 9 {GPU} and the largest node, n0, has 8 allocatable: it can never start; "
+     "use more, smaller pods (numNodes)"),
+], ids=["empty", "best-fit", "cluster-full", "fragmented", "topology", "topology-fits", "spine", "soft-topology",
+        "pod-larger-than-every-node", "larger-than-every-node-on-a-full-cluster"])
 def test_placement(busy, pods, gpus, topology, outcome, check, message):
     nodes = nodes_from(FOUR, [pod(f"b{i}", name, n) for i, (name, n) in enumerate(busy)])
     verdict = check_placement(gang_from_objects(built(pods, gpus, topology=topology)), nodes)
@@ -141,3 +148,9 @@ def test_priority_note(priority, groups, expected):
         group["spec"]["priorityClassName"] = klass
     use = queue_uses([queue("team-a", 32)], groups, [])["team-a"]
     assert priority_note(gang, use, {"high": 100, "low": 1}) == expected
+
+
+def test_a_pod_larger_than_every_node_exits_2():
+    nodes = nodes_from(FOUR, [])
+    verdict = fit(gang_from_objects(built(1, 16)), [], queue_uses([queue("team-a")], [], [], {}), nodes)[-1]
+    assert verdict.outcome == REFUSED and exit_code(verdict) == 2 and "can never start" in verdict.line
