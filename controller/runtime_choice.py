@@ -47,13 +47,14 @@ def catalog_runtime(trainjob: dict, version: str, tenant: str | None, stacks_dir
     platform: list[dict] = []
     try:
         catalog = load_catalog()
+        found = _tenant(tenant, version, stacks_dir) if tenant else None  # an unknown tenant is refused for any kind
+        if found is not None:
+            platform = _tenant_objects(found)
         if kind == C.TRAINING_RUNTIME_KIND:
-            if not tenant:
+            if found is None:
                 raise InputError("runtimeRef names a TrainingRuntime, which lives in a tenant namespace; add "
                                  "--tenant T (a tenant of stacks/), or use kind ClusterTrainingRuntime", "--tenant")
-            found = _tenant(tenant, version, stacks_dir)
             runtimes = tenant_runtimes_of(catalog, version, found)
-            platform = _tenant_objects(found)
         else:
             runtimes = cluster_runtimes_of(catalog, version)
     except CatalogError as err:

@@ -140,6 +140,14 @@ def test_catalog_picks_the_runtime_named_by_runtime_ref(tmp_path):
                                                     "namespace": None}
 
 
+@pytest.mark.parametrize("kind", ["ClusterTrainingRuntime", "TrainingRuntime"])
+def test_an_unknown_tenant_is_refused_whatever_runtime_kind(tmp_path, kind):
+    """Before: a ClusterTrainingRuntime job ignored --tenant nobody and printed OK."""
+    result = run("validate", write(tmp_path, "tj.yaml", trainjob(runtime_name="torch-distributed", kind=kind)),
+                 "--catalog", "1.2.0", "--tenant", "nobody")
+    assert result.exit_code == 2 and "--tenant: no tenant 'nobody' in the stacks (known: " in result.stderr, result.stderr
+
+
 def test_catalog_tenant_runtime_of_a_deprecated_release_warns_naming_the_release_to_move_to(tmp_path):
     tj = trainjob(runtime_name="torch-distributed", kind="TrainingRuntime")
     tj["metadata"]["namespace"] = "team-b"
