@@ -162,6 +162,33 @@ def test_fit_waits_on_fragmentation(cluster, shared, catalog_runtime, idle, tmp_
         remove_tenant(cluster, tenant.spec)
 
 
+def test_a_pod_larger_than_every_node_is_never_and_volcano_never_places_it(cluster, shared, catalog_runtime, idle,
+                                                                          tmp_path):
+    """fit's "can never start" for 1 x 16 GPUs on 8-GPU nodes is what then happens: Volcano reports the gang
+    unschedulable and binds none of it (before, fit said "waits: fragmented")."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=64))
+    try:
+        tj = trainjob("huge", tenant.ns, catalog_runtime, nodes=1)
+        tj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {GPU: "16"}}
+        never = fit(cluster, tmp_path, tj)
+        assert never.returncode == 2, never.stdout + never.stderr
+        assert never.stdout.strip().splitlines()[-1] == (
+            f"refused: a pod of this job needs 16 {GPU} and the largest node, gpu-node-0, has 8 allocatable: "
+            "it can never start; use more, smaller pods (numNodes)"), never.stdout
+        create(cluster, tj)
+
+        def unschedulable():
+            group = podgroup(cluster, "huge", tenant.ns)
+            conditions = ((group or {}).get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Unschedulable" and c.get("status") == "True" for c in conditions)
+
+        cluster.wait(unschedulable, timeout=120, what="Volcano to report the 16-GPU gang unschedulable")
+        pods = cluster.core.list_namespaced_pod(tenant.ns).items
+        assert pods and not any(p.spec.node_name for p in pods), [(p.metadata.name, p.spec.node_name) for p in pods]
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
 def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime, idle, tmp_path):
     """A running 8-GPU gang in a tenant queue of 16, a 2 x 8 TrainJob waiting on that queue, a 4-GPU pod elsewhere."""
     tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=16))
