@@ -131,6 +131,12 @@ class Reader:
         if not all(isinstance(item, str) for item in items):
             self.problem(f"{path}.{key}", "must be a list of names", "write names as strings")
             return ()
+        for index, item in enumerate(items):
+            if not item.strip() or item != item.strip():
+                self.problem(f"{path}.{key}[{index}]", f"{item!r} is not a usable name (empty or padded with spaces)",
+                             "write the name without surrounding spaces, or remove the entry")
+            elif items.index(item) != index:
+                self.problem(f"{path}.{key}[{index}]", f"{item!r} is listed twice", "remove the duplicate")
         return tuple(items)
 
 

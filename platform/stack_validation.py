@@ -81,6 +81,9 @@ def check_duplicates(config: StackConfig) -> list[ConfigProblem]:
     entries += [(f"{path}.queue.name", "queue", t.queue.name) for path, t in _tenants(config)]
     entries += [(f"{path}.name", "queue", q.name) for path, q in _named("queues", config.parent_queues)]
     entries += [(f"{path}.name", "priority class", p.name) for path, p in _named("priorityClasses", config.priority_classes)]
+    racks = _named("topology.racks", config.topology.racks)
+    entries += [(f"{path}.name", "rack", r.name) for path, r in racks]  # one HyperNode per rack name
+    entries += [(f"{path}.nodes", "rack member node", n) for path, r in racks for n in r.nodes]
     for path, what, value in entries:
         first = seen.get((what, value))
         if first:
