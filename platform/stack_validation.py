@@ -267,7 +267,19 @@ def check_controller(config: StackConfig) -> list[ConfigProblem]:
     if not config.controllers_run_locally and not (config.kubeconfig or config.kube_context):
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:kubeContext", "no kubeconfig or context for this stack",
                                  "set trainyard:kubeconfig and/or trainyard:kubeContext (no ambient kubeconfig is used)"))
+    if config.controllers_run_locally and config.kube_context and not config.kube_context.startswith(LOCAL_CONTEXTS):
+        out.append(ConfigProblem(
+            config.file, f"{NAMESPACE}:controllersRunLocally",
+            f"true runs the controllers as processes of a local cluster and keeps the state in a local file backend, "
+            f"but this stack targets context {config.kube_context!r}, which is not a local cluster's",
+            "remove controllersRunLocally (shared environments run the controllers in-cluster and keep their state "
+            "in your Pulumi backend)"))
     return out
+
+
+LOCAL_CONTEXTS = ("kwok-", "kind-")
+"""Context prefixes of the local clusters `trainyard cluster up` makes (kwokctl, kind): the only targets of a
+stack whose controllers run locally."""
 
 
 def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:

@@ -140,3 +140,21 @@ def test_shipped_stacks_are_valid(stack):
     config = load_stack(stack_values(document), file=f"stacks/Pulumi.{stack}.yaml", catalog=load_catalog())
     assert config.tenants
     assert config.controllers_run_locally is (stack == "local")
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_controllers_run_locally_on_a_shared_stack_is_refused(tmp_path, stack):
+    """Before: `controllersRunLocally: true` in prod sent `platform up --stack prod` to a local file backend with an
+    empty passphrase, around the guard that asks shared environments for a backend."""
+    from pathlib import Path
+
+    from trainyard.platform.stack_source import check_stack_file
+
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "stacks" / f"Pulumi.{stack}.yaml").read_text()
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(text.replace("config:\n", 'config:\n  trainyard:controllersRunLocally: "true"\n', 1))
+    problems = [p for p in check_stack_file(path, f"stacks/Pulumi.{stack}.yaml") if p.severity == "error"]
+    assert [p.field for p in problems] == ["trainyard:controllersRunLocally"], [str(p) for p in problems]
+    assert "is not a local cluster's" in problems[0].message and "remove controllersRunLocally" in problems[0].fix
+    assert problems[0].line == text.splitlines().index("config:") + 2  # the inserted line

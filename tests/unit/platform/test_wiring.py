@@ -58,7 +58,7 @@ def _of(resources, kind):
 def test_every_tenant_gets_quota_queue_rbac_and_guard(values, catalog, monkeypatch):
     from trainyard.platform.policy_pack.checks import tenant_coverage_violations
 
-    values["controllersRunLocally"] = True
+    values.update(controllersRunLocally=True, kubeContext="kwok-test")
     _, _, resources, _ = _run(values, catalog, monkeypatch)
     assert tenant_coverage_violations([(r.typ, r.inputs) for r in resources]) == []
     assert {"team-a", "team-b"} <= {r.inputs["metadata"]["name"] for r in _of(resources, "core/v1:Namespace")}
