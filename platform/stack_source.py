@@ -61,7 +61,7 @@ def parse_stack_source(text: str, file: str) -> StackSource:
         return StackSource(file, {}, {}, ConfigProblem(file, "file", f"{len(nodes)} YAML documents in one stack file",
                                                        "keep one document (remove the `---` separators)"))
     node = nodes[0] if nodes else None
-    document = yaml.SafeLoader("").construct_document(node) if node is not None else None
+    document = yaml_input.construct(node) if node is not None else None
     if document is not None and not isinstance(document, dict) or (
             isinstance(document, dict) and document.get("config") is not None
             and not isinstance(document.get("config"), dict)):

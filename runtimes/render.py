@@ -14,7 +14,6 @@ from typing import Any, Mapping
 import jinja2
 
 from trainyard import yaml_input
-
 from trainyard.k8s import TRAINER_API_VERSION as API_VERSION
 from trainyard.runtimes import labels
 from trainyard.runtimes.model import VALUES_FILE, CatalogError, Finding, ReleaseSources

@@ -69,8 +69,12 @@ def load(text: str, source: str) -> Any:
 def load_all(text: str, source: str) -> Iterator[Any]:
     """Every document of a YAML stream, checked as the module says."""
     for node in compose_all(text, source):
-        loader = yaml.SafeLoader("")
-        yield loader.construct_document(node)
+        yield construct(node)
+
+
+def construct(node: yaml.Node) -> Any:
+    """The Python value of a node graph `compose_all` returned (and so checked)."""
+    return yaml.SafeLoader("").construct_document(node)
 
 
 def compose_all(text: str, source: str) -> list[yaml.Node]:
