@@ -18,6 +18,7 @@ from trainyard.k8s import parse_quantity
 from . import constants as C
 from .errors import InputError
 from .inputs import runtime_schema, trainjob_schema
+from .object_meta import metadata_errors, unknown_metadata_errors
 from .schema import FieldError, prune
 
 
@@ -151,7 +152,9 @@ def catalog_warnings(runtime: dict, catalog: Any) -> list[str]:
 def strict_problems(trainjob: dict, runtime: dict, catalog: Any = None) -> dict[str, list]:
     """{"unknown": pruned fields, "errors": other refusals, "warnings": texts}; `--lenient` demotes "unknown"."""
     return {
-        "unknown": unknown_field_errors(trainjob, runtime=False) + unknown_field_errors(runtime, runtime=True),
-        "errors": quantity_errors(trainjob) + quantity_errors(runtime) + count_errors(trainjob) + count_errors(runtime),
+        "unknown": unknown_field_errors(trainjob, runtime=False) + unknown_field_errors(runtime, runtime=True)
+        + unknown_metadata_errors(trainjob) + unknown_metadata_errors(runtime),
+        "errors": metadata_errors(trainjob) + metadata_errors(runtime) + quantity_errors(trainjob) + quantity_errors(runtime)
+        + count_errors(trainjob) + count_errors(runtime),
         "warnings": catalog_warnings(runtime, catalog),
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bad_files.py"
-FIXED = ("alias bomb", "non-UTF-8 byte", "duplicate key", "huge count", "unknown tenant", "stack rules")
+FIXED = ("alias bomb", "non-UTF-8 byte", "duplicate key", "huge count", "unknown tenant", "stack rules", "metadata")
 
 
 def _bench():
