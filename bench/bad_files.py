@@ -29,13 +29,8 @@ MEMORY_LIMIT = 1 << 30
 TIME_LIMIT = 60
 OUTCOMES = ("refused clearly", "accepted silently", "traceback", "out of memory", "timeout")
 
-TRAINJOB = textwrap.dedent(f"""\
-    apiVersion: {TRAINER_API_VERSION}
-    kind: TrainJob
-    metadata: {name: tj, namespace: team-a}
-    spec:
-      runtimeRef: {name: torch-distributed-volcano}
-    """)
+TRAINJOB = (f"apiVersion: {TRAINER_API_VERSION}\nkind: TrainJob\nmetadata: {{name: tj, namespace: team-a}}\n"
+            "spec:\n  runtimeRef: {name: torch-distributed-volcano}\n")
 
 
 def alias_bomb(levels: int = 9, fan: int = 9) -> str:
