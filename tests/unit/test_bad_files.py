@@ -1,25 +1,12 @@
 """Hostile files through the real CLI, the classes of issue 18.5 fixed so far (bench/bad_files.py prints every
 class, the open ones included): each is refused with a message, within 1 GiB and the time limit, no traceback."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bad_files.py"
+from bench_modules import load_bench
+
 FIXED = ("alias bomb", "non-UTF-8 byte", "duplicate key", "huge count", "unknown tenant", "stack rules", "metadata")
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bad_files", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bad_files"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-BAD_FILES = _bench()
+BAD_FILES = load_bench("bad_files")
 
 
 @pytest.mark.parametrize("case", [c for c in BAD_FILES.cases() if c.klass in FIXED], ids=lambda c: f"{c.klass}: {c.name}")

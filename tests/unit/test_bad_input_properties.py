@@ -3,22 +3,14 @@ strict checks and the build, generated stack configs through stack validation; n
 every refusal a clear message. `bench/bad_input.py` runs the full counts (10,000 pairs, 2,000 stacks).
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bad_input.py"
+from bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def bad_input():
-    spec = importlib.util.spec_from_file_location("bad_input", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bad_input"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bad_input")
 
 
 def test_generated_trainjob_runtime_pairs_never_crash_and_refuse_clearly(bad_input):
