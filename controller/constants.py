@@ -27,6 +27,7 @@ from trainyard.k8s import (  # noqa: F401  (the shared names, under the names th
     VOLCANO_API_VERSION as VOLCANO_PODGROUP_API_VERSION,
     VOLCANO_GROUP_ANNOTATION,
     VOLCANO_QUEUE_ANNOTATION,
+    VOLCANO_SCHEDULER_NAME,
 )
 
 TRAINJOB_KIND = "TrainJob"

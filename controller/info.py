@@ -4,7 +4,8 @@
 runtime template metadata -> TrainJob `spec.labels`/`spec.annotations` (seed era; also written onto every
 Job template) -> `podTemplateOverrides` (seed era, SMP on the targeted pod templates, later entries win)
 -> `runtimePatches` (metadata merged in list order, spec SMP'd, jobs kept in template order) -> pod sets
-(counts) -> `trainer.resourcesPerNode` merged per key into the trainer `node` container.
+(counts) -> `trainer.resourcesPerNode` merged per key into the trainer `node` container. In a tenant
+namespace (its Namespace among `existing`) the pod-group policy is at least a Volcano gang (`tenancy.py`).
 Plugins then mutate the info; component builders turn it into objects.
 """
 
@@ -17,6 +18,7 @@ from . import constants as C
 from . import k8s
 from .errors import BuildError, ValidationError
 from .smp import JOBSET_MERGE_KEYS, POD_MERGE_KEYS, strategic_merge
+from .tenancy import tenant_pod_group_policy
 
 
 @dataclass
@@ -87,7 +89,8 @@ def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
     ml_policy = rt_spec.get("mlPolicy")
     info = RuntimeInfo(
         trainjob=trainjob, runtime=runtime, labels=labels, annotations=annotations, ml_policy=ml_policy,
-        pod_group_policy=rt_spec.get("podGroupPolicy"), spec=spec, pod_sets=_pod_sets(spec, ml_policy),
+        pod_group_policy=tenant_pod_group_policy(rt_spec.get("podGroupPolicy"), k8s.find_object(existing, "Namespace", k8s.namespace_of(trainjob))),
+        spec=spec, pod_sets=_pod_sets(spec, ml_policy),
         existing=tuple(existing),
     )
     _merge_resources_per_node(info)

@@ -38,6 +38,7 @@ from .plugins import REGISTRY, framework
 from .plugins.trainjobstatus import StatusServerConfig
 from .snapshot import runtime_key, snapshot_name, stored_runtime_document
 from .status import build_status, deadline_exceeded, requeue_after_seconds
+from .tenancy import tenant_runtime_document
 
 log = logging.getLogger("trainyard.controller")
 
@@ -56,11 +57,12 @@ def now_rfc3339() -> str:
 
 
 def existing_objects(api: ApiServer, trainjob: dict, snapshot: dict | None, runtime: dict | None,
-                     plugins: Sequence[ModuleType] = REGISTRY) -> list[dict]:
+                     plugins: Sequence[ModuleType] = REGISTRY, namespace: dict | None = None) -> list[dict]:
     """What an earlier reconcile may have created that this build must see: the runtime snapshot, and what the
-    plugins' `owned_objects` name for the runtime the build will use (the snapshot's, else `runtime`), so a
-    TrainJob pays no GET for a policy its runtime does not use."""
+    plugins' `owned_objects` name for the runtime the build will use (the snapshot's, else `runtime`, with the
+    gang a tenant `namespace` gives it), so a TrainJob pays no GET for a policy its runtime does not use."""
     document = stored_runtime_document(snapshot) if snapshot is not None else (runtime or {})
+    document = tenant_runtime_document(document, namespace)
     refs = [ref for refs in framework.run(plugins, "owned_objects", trainjob, document) for ref in refs]
     found = [snapshot] if snapshot is not None else []
     for ref in dict.fromkeys(refs):
@@ -107,11 +109,12 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     snapshot = _get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
     has_snapshot = snapshot is not None
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
-    existing = existing_objects(api, trainjob, snapshot, runtime, plugins)
+    namespace_objects = _namespace(api, namespace)
+    existing = existing_objects(api, trainjob, snapshot, runtime, plugins, next(iter(namespace_objects), None))
     applied: list[str] = []
     failure, error = None, None
     try:
-        objects = build_objects(trainjob, runtime, existing + _namespace(api, namespace), status_server=status_server,
+        objects = build_objects(trainjob, runtime, existing + namespace_objects, status_server=status_server,
                                 plugins=plugins)
         failure = _preflight(api, namespace, objects, existing)
         if failure is not None:

@@ -15,7 +15,11 @@ trainyard adds, without changing any upstream field:
   kubectl or the SDK's `Labels` option); it replaces the runtime's priorityClassName on every pod
   template, so pods and the PodGroup carry it;
 - admission refuses, at TrainJob create, another queue than the namespace's or a priority class the
-  namespace was not granted, naming the field and the allowed values.
+  namespace was not granted, naming the field and the allowed values;
+- in a tenant namespace every TrainJob is a Volcano gang in the tenant's queue: a runtime without
+  `podGroupPolicy` gets `podGroupPolicy.volcano: {}` (`tenant_pod_group_policy`) and every pod template
+  `schedulerName: volcano`; a coscheduling runtime is refused (its scheduler cannot honour the queue).
+  So priority acts only inside Volcano's queue rules, never through kube-scheduler preemption.
 
 A namespace without these labels/annotations is not restricted (plain upstream behaviour).
 """
@@ -29,6 +33,7 @@ from trainyard.k8s import runtime_jobs
 
 from . import constants as C
 from . import k8s
+from .errors import ValidationError
 from .schema import FieldError
 
 QUEUE = C.VOLCANO_QUEUE_ANNOTATION
@@ -54,6 +59,38 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
 def namespace_policy(trainjob: dict, objects: Iterable[dict]) -> TenantPolicy:
     """The policy of the TrainJob's namespace, if its Namespace object is among `objects`."""
     return tenant_policy(k8s.find_object(objects, "Namespace", k8s.namespace_of(trainjob)))
+
+
+COSCHEDULING_FIX = "use podGroupPolicy.volcano (or none: tenant namespaces get a Volcano gang)"
+
+
+def tenant_pod_group_policy(policy: dict | None, namespace: dict | None) -> dict | None:
+    """The pod-group policy a runtime gets in `namespace`: unchanged outside tenant namespaces; in one, a
+    Volcano gang when the runtime names none (so no TrainJob bypasses the tenant's queue).
+    Raises ValidationError for coscheduling, whose scheduler knows nothing of Volcano queues."""
+    if tenant_policy(namespace).queue is None:
+        return policy
+    if policy and "coscheduling" in policy:
+        error = coscheduling_error(k8s.name_of(namespace or {}))
+        raise ValidationError(error.message, error.field)
+    return policy if policy and "volcano" in policy else {**(policy or {}), "volcano": {}}
+
+
+def tenant_runtime_document(runtime: dict, namespace: dict | None) -> dict:
+    """`runtime` with the pod-group policy it gets in `namespace` (for `owned_objects`: a tenant gang's
+    PodGroup is looked up like a runtime-declared one); unchanged where the policy is refused."""
+    spec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
+    try:
+        policy = tenant_pod_group_policy(spec.get("podGroupPolicy"), namespace)
+    except ValidationError:
+        return runtime
+    return runtime if policy is spec.get("podGroupPolicy") else {**runtime, "spec": {**spec, "podGroupPolicy": policy}}
+
+
+def coscheduling_error(namespace: str) -> FieldError:
+    return FieldError("spec.runtimeRef", "Forbidden",
+                      f"the runtime's podGroupPolicy is coscheduling, which cannot honour the Volcano queue of tenant "
+                      f"namespace {namespace}; {COSCHEDULING_FIX}")
 
 
 def selected_priority_class(trainjob: dict) -> str | None:
@@ -130,6 +167,8 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
     policy = namespace_policy(trainjob, cluster_objects)
     namespace = k8s.namespace_of(trainjob)
     errors = []
+    if policy.queue and "coscheduling" in (((runtime.get("spec") or {}).get("podGroupPolicy")) or {}):
+        errors.append(coscheduling_error(namespace))
     origin = queue_origin(trainjob, runtime)
     if policy.queue and origin and origin[0] != policy.queue:
         errors.append(FieldError(origin[1], "Unsupported value", f"{_supported([policy.queue])} (the Volcano queue of "

@@ -17,11 +17,15 @@ from .framework import Context
 
 
 def enforce_pod_group_policy(info: RuntimeInfo, ctx: Context) -> None:
-    """The selected class replaces every pod template's; otherwise the namespace default fills the gaps."""
+    """The selected class replaces every pod template's; otherwise the namespace default fills the gaps.
+    In a tenant namespace every pod is Volcano's (the gang's members, GPU or not, must all be in its cache)."""
     selected = selected_priority_class(info.trainjob)
-    default = namespace_policy(info.trainjob, info.existing).default_priority_class
+    policy = namespace_policy(info.trainjob, info.existing)
+    default = policy.default_priority_class
     for job in k8s.replicated_jobs(info.spec):
         pod = k8s.pod_spec(job)
+        if policy.queue is not None:
+            pod["schedulerName"] = C.VOLCANO_SCHEDULER_NAME
         if selected is not None:
             pod["priorityClassName"] = selected
             pod.pop("priority", None)  # the Priority admission plugin resolves it from the class

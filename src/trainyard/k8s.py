@@ -74,6 +74,7 @@ MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 # Schedulers and batch.
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE_ANNOTATION = f"{VOLCANO_GROUP}/queue-name"
+VOLCANO_SCHEDULER_NAME = "volcano"
 COSCHEDULING_POD_GROUP_LABEL = f"{COSCHEDULING_GROUP}/pod-group"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -77,7 +77,7 @@ def _no_runtime_read(api):
 
 def _only_needed_reads(api):
     # torch without a gang or MPI: no Secret or PodGroup GET (plugins name what they own per runtime)
-    assert api.verbs("get") == ["TrainJob/tj", SNAPSHOT, "ClusterTrainingRuntime/rt", "JobSet/tj", "Namespace/ns",
+    assert api.verbs("get") == ["TrainJob/tj", SNAPSHOT, "ClusterTrainingRuntime/rt", "Namespace/ns", "JobSet/tj",
                                 "JobSet/tj"]
 
 
@@ -92,6 +92,10 @@ def _coscheduling_read_back(api):
 
 def _tenant_queue(api):
     assert api.find("PodGroup", "tj", api_version=VOLCANO)["spec"]["queue"] == "team-q"
+
+
+def _tenant_gang_read_back(api):
+    assert "PodGroup/tj" in api.verbs("get")
 
 
 def _forbidden_namespace_no_default(api):
@@ -138,6 +142,11 @@ CASES = [
          [VOLCANO_RT], [], raises=PreflightError, condition=("ResourcesCreationFailed", "True", "QueueNotFound")),
     Case("tenant queue from the Namespace", trainjob(), [VOLCANO_RT, namespace("team-q"), queue("team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], check=_tenant_queue),
+    Case("tenant gang for a gang-less runtime", trainjob(), [TORCH, namespace("team-q"), queue("team-q")],
+         [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], check=_tenant_queue),
+    Case("tenant gang read back, not re-applied", trainjob(),
+         [snapshot_of(trainjob(), TORCH), namespace("team-q"), queue("team-q"),
+          owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), jobset()], [], check=_tenant_gang_read_back),
     Case("unreadable Namespace: no tenant defaults", trainjob(), [VOLCANO_RT, namespace("team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], errors={("get", "Namespace"): api_error(403)},
          check=_forbidden_namespace_no_default),

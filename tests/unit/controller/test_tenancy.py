@@ -164,3 +164,57 @@ def test_update_is_refused_only_for_what_it_introduces():
     relabelled = labelled(trainjob(suspend=True), **{PRIO: "team-b-default"})
     assert [e.field for e in validate_trainjob(relabelled, rt, old, cluster_objects=cluster).errors] == \
         [f"metadata.labels[{PRIO}]"]
+
+
+# ---- every TrainJob in a tenant namespace is a Volcano gang in the tenant's queue ---------------
+
+def _pods(objects):
+    return [j["template"]["spec"]["template"]["spec"] for j in the_jobset(objects)["spec"]["replicatedJobs"]]
+
+
+def gangless_runtime(**pod):
+    return runtime(jobs=[job("launcher", None, schedulerName="default-scheduler"), job("node", "trainer", **pod)],
+                   ml={"torch": {}})
+
+
+@pytest.mark.parametrize("policy,ns,expected", [
+    (None, namespace(), {"volcano": {}}),
+    ({}, namespace(), {"volcano": {}}),
+    ({"volcano": {"networkTopology": {"mode": "soft"}}}, namespace(), {"volcano": {"networkTopology": {"mode": "soft"}}}),
+    (None, namespace(queue=None), None),
+    (None, None, None),
+    ({"coscheduling": {"scheduleTimeoutSeconds": 5}}, namespace(queue=None), {"coscheduling": {"scheduleTimeoutSeconds": 5}}),
+])
+def test_tenant_pod_group_policy(policy, ns, expected):
+    from trainyard.controller.tenancy import tenant_pod_group_policy
+    assert tenant_pod_group_policy(policy, ns) == expected
+
+
+def test_a_gangless_runtime_in_a_tenant_namespace_builds_a_volcano_gang_of_every_pod_in_the_tenant_queue():
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [namespace()], key_generator=fixed_key)
+    (pg,) = by_kind(objects, "PodGroup")
+    assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert (pg["spec"]["queue"], pg["spec"]["minMember"], pg["spec"]["priorityClassName"]) == ("team-a", 3, "team-a-default")
+    for pod in _pods(objects):  # the launcher too: a gang member kube-scheduler placed would never count
+        assert pod["schedulerName"] == "volcano"
+    templates = [j["template"]["spec"]["template"]["metadata"] for j in the_jobset(objects)["spec"]["replicatedJobs"]]
+    assert all(t["annotations"]["scheduling.k8s.io/group-name"] == "tj" for t in templates)
+
+
+def test_outside_tenant_namespaces_a_gangless_runtime_stays_upstream():
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [namespace(queue=None)],
+                            key_generator=fixed_key)
+    assert by_kind(objects, "PodGroup") == []
+    assert [p.get("schedulerName") for p in _pods(objects)] == ["default-scheduler", None]
+
+
+def test_coscheduling_in_a_tenant_namespace_is_refused_at_admission_and_in_the_build():
+    from trainyard.controller.errors import ValidationError
+    rt = runtime(jobs=[job("node", "trainer")], ml={"torch": {}}, pod_group={"coscheduling": {}})
+    errors = validate_trainjob(trainjob(), rt, cluster_objects=[namespace()]).errors
+    assert [str(e) for e in errors] == [
+        "spec.runtimeRef: Forbidden: the runtime's podGroupPolicy is coscheduling, which cannot honour the Volcano "
+        "queue of tenant namespace ns; use podGroupPolicy.volcano (or none: tenant namespaces get a Volcano gang)"]
+    with pytest.raises(ValidationError, match="coscheduling, which cannot honour"):
+        build_objects(trainjob(trainer={"numNodes": 1}), rt, [namespace()], key_generator=fixed_key)
+    assert validate_trainjob(trainjob(), rt, cluster_objects=[namespace(queue=None)]).allowed
