@@ -16,6 +16,7 @@ import re
 from . import constants as C
 from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
 from .api_jobset import jobset_spec
+from .seed_topology import NETWORK_POLICY_MODES
 from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, obj, string, string_map
 
 NUM_PROC_VALUES = ("auto", "cpu", "gpu")
@@ -126,6 +127,9 @@ def pod_group_policy() -> dict:
         "volcano": obj({"networkTopology": obj({
             "mode": string(default="hard", enum=["hard", "soft"]),
             "highestTierAllowed": integer(default=1, minimum=0),
+            # the seed-era spelling (mapped to mode/highestTierAllowed by `seed_topology.py`, with a warning)
+            "topologyKey": string(maxLength=317),
+            "networkPolicy": string(enum=list(NETWORK_POLICY_MODES)),
         })}),
     })
 

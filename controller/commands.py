@@ -224,7 +224,7 @@ def validate(
         return
     errors, warnings = _strict(trainjob, runtime_obj, lenient)
     for result in (validate_runtime(runtime_obj), validate_trainjob(trainjob, runtime_obj, None, existing)):
-        warnings += result.warnings
+        warnings += [w for w in result.warnings if w not in warnings]
         errors += [e for e in result.errors if e.field not in {s.field for s in errors}]
     meta = runtime_obj.get("metadata") or {}
     _report(errors, warnings, output, {"runtime": {"kind": runtime_obj.get("kind"), "name": meta.get("name"),

@@ -12,6 +12,7 @@ from . import k8s
 from .errors import InputError
 from .inputs import load_runtime, runtime_schema
 from .schema import FieldError, validate
+from .seed_topology import topology_errors, topology_warnings
 from .validation import Result, input_error, invalid, runtime_jobs, strip_dot
 
 DEPRECATION = ('ClusterTrainingRuntime "{name}" is deprecated and will be removed in a future release of Kubeflow '
@@ -38,6 +39,8 @@ def validate_runtime(runtime: dict, old: dict | None = None) -> Result:
     if kind == C.CLUSTER_TRAINING_RUNTIME_KIND and old is None and is_deprecated(runtime):
         result.warnings.append(DEPRECATION.format(name=k8s.name_of(runtime)))
     result.warnings += trainer_job_warnings(runtime)
+    result.errors += topology_errors(runtime)
+    result.warnings += topology_warnings(runtime)
     return result
 
 

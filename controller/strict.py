@@ -20,6 +20,7 @@ from .errors import InputError
 from .inputs import runtime_schema, trainjob_schema
 from .object_meta import metadata_errors, unknown_metadata_errors
 from .schema import FieldError, prune
+from .seed_topology import topology_warnings
 
 
 
@@ -156,5 +157,5 @@ def strict_problems(trainjob: dict, runtime: dict, catalog: Any = None) -> dict[
         + unknown_metadata_errors(trainjob) + unknown_metadata_errors(runtime),
         "errors": metadata_errors(trainjob) + metadata_errors(runtime) + quantity_errors(trainjob) + quantity_errors(runtime)
         + count_errors(trainjob) + count_errors(runtime),
-        "warnings": catalog_warnings(runtime, catalog),
+        "warnings": catalog_warnings(runtime, catalog) + topology_warnings(runtime),
     }

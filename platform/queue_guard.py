@@ -9,6 +9,11 @@ controllers (Jobs of its TrainJobs) can only ever join the tenant's own gangs.
 The allowed queue is the namespace's `trainyard.dev/queue` label, read through `namespaceObject`,
 so one policy serves every tenant; each tenant gets its own Binding scoped to its namespace.
 Tenants cannot relabel their namespace (tenant RBAC has no namespace rights).
+
+With `gpu_pod_routing.py` (which sends GPU pods to Volcano in the tenant's queue) the guard also keeps the
+scheduler in charge: a GPU pod that still names another scheduler is refused, and so is `spec.nodeName` at
+create, on a pod or in any pod template of a workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
+CronJob, JobSet, Volcano Job, TrainJob), since a pod created bound skips every scheduler's fit check.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 from trainyard import k8s as K
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION
 from trainyard.k8s import part_of_trainyard
+from trainyard.platform.gpu_pod_routing import POLICY_NAME as POLICY_NAME_ROUTING
+from trainyard.platform.gpu_pod_routing import names_gpus
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
 
@@ -28,6 +35,8 @@ GUARDED_RESOURCES = (
     (K.TRAINER_GROUP, "*", K.TRAINJOBS),
     (K.JOBSET_GROUP, K.JOBSET_VERSION, K.JOBSETS),
     (K.VOLCANO_BATCH_GROUP, "v1alpha1", "jobs"),
+    ("apps", "v1", "deployments"), ("apps", "v1", "replicasets"), ("apps", "v1", "statefulsets"),
+    ("apps", "v1", "daemonsets"), ("batch", "v1", "jobs"), ("batch", "v1", "cronjobs"),
 )
 GROUP_NAME = K.VOLCANO_GROUP_ANNOTATION
 
@@ -63,8 +72,39 @@ VALIDATIONS = (
      f"object.?spec.?tasks.orValue([]).all(t, {_template_ok('t.?template')}))"),
 )
 
+def _unbound(pod_spec: str) -> str:
+    return f"{pod_spec}.?nodeName.orValue('') == ''"
+
+
+PLACE_BY_SCHEDULER = ("pods in this tenant namespace are placed by their scheduler (Volcano for GPU pods), "
+                      "which checks that they fit: choose nodes with nodeSelector or nodeAffinity")
+TEMPLATE_NODE_NAMES = (
+    ("a pod template (spec.template.spec.nodeName)",
+     "!(object.apiVersion in ['apps/v1', 'batch/v1']) || object.kind == 'CronJob' || "
+     + _unbound("object.?spec.?template.?spec")),
+    ("the CronJob job template", "object.kind != 'CronJob' || " + _unbound("object.?spec.?jobTemplate.?spec.?template.?spec")),
+    ("a JobSet replicated job", "object.kind != 'JobSet' || object.?spec.?replicatedJobs.orValue([]).all(j, "
+     + _unbound("j.?template.?spec.?template.?spec") + ")"),
+    ("a Volcano Job task", "!object.apiVersion.startsWith('batch.volcano.sh/') || "
+     "object.?spec.?tasks.orValue([]).all(t, " + _unbound("t.?template.?spec") + ")"),
+    ("a TrainJob podTemplateOverride", "object.kind != 'TrainJob' || "
+     "object.?spec.?podTemplateOverrides.orValue([]).all(o, " + _unbound("o.?spec") + ")"),
+    ("a TrainJob runtimePatch", "object.kind != 'TrainJob' || object.?spec.?runtimePatches.orValue([]).all(p, "
+     "p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([]).all(j, "
+     + _unbound("j.?template.?spec.?template.?spec") + "))"),
+)
+
 # (expression, message) checks with messages of their own
 OWN_MESSAGE_VALIDATIONS = (
+    ("object.kind != 'Pod' || request.operation != 'CREATE' || " + _unbound("object.spec"),
+     f"'spec.nodeName is set at create, which skips the scheduler: {PLACE_BY_SCHEDULER}'"),
+    (f"object.kind != 'Pod' || request.operation != 'CREATE' || !({names_gpus()}) || "
+     f"object.spec.?schedulerName.orValue('') == '{K.VOLCANO_SCHEDULER_NAME}'",
+     f"'a pod naming {K.GPU_RESOURCE} is scheduled by {K.VOLCANO_SCHEDULER_NAME} in queue ' + variables.queue + "
+     f"', not by ' + object.spec.?schedulerName.orValue('default-scheduler') + ': leave spec.schedulerName unset "
+     f"(is the tenant\\'s {POLICY_NAME_ROUTING} binding missing?)'"),
+    *((expression, f"'{where} sets spec.nodeName, which skips the scheduler: {PLACE_BY_SCHEDULER}'")
+      for where, expression in TEMPLATE_NODE_NAMES),
     (f"object.kind != 'Pod' || !object.?metadata.?annotations[?'{GROUP_NAME}'].hasValue() || "
      "object.?metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false)) || "
      f"object.metadata.annotations['{GROUP_NAME}'] == 'podgroup-' + object.?metadata.?uid.orValue('')",

@@ -10,6 +10,7 @@ from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
 from .framework import Context, ObjectRef
+from ..seed_topology import network_topology
 from .gang import gang_size, may_apply, owned_pod_group, pod_group
 
 API_VERSION = C.VOLCANO_PODGROUP_API_VERSION
@@ -37,8 +38,7 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
         spec["priorityClassName"] = priority
     topology = (policy["volcano"] or {}).get("networkTopology")
     if topology is not None:
-        spec["networkTopology"] = {"mode": topology.get("mode", "hard"),
-                                   "highestTierAllowed": topology.get("highestTierAllowed", 1)}
+        spec["networkTopology"] = network_topology(topology)  # the seed spelling mapped to upstream's
     info.pod_groups.append(pod_group(info, API_VERSION, spec))
 
 

@@ -1,7 +1,9 @@
 """Register a plain Kubernetes object dict as the matching pulumi_kubernetes resource.
 
 Built-in kinds become typed resources (so type tokens, previews and policies see e.g.
-`kubernetes:core/v1:Namespace`); custom kinds become `apiextensions.CustomResource`.
+`kubernetes:core/v1:Namespace`); custom kinds, and built-in kinds newer than the pinned SDK (such as
+`MutatingAdmissionPolicy`, GA in Kubernetes 1.36), become `apiextensions.CustomResource` with the same
+type token.
 """
 
 from __future__ import annotations
@@ -61,10 +63,10 @@ def register(obj: dict, opts: pulumi.ResourceOptions | None = None, name: str | 
     if _adopt_existing:
         obj = with_patch_force(obj)
     module = SDK_MODULES.get(group)
-    if module is None:
+    cls = getattr(importlib.import_module(f"pulumi_kubernetes.{module}.{version}"), obj["kind"], None) if module else None
+    if cls is None:
         return CustomResource(name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj.get("metadata"),
                               spec=obj.get("spec"), opts=opts)
-    cls = getattr(importlib.import_module(f"pulumi_kubernetes.{module}.{version}"), obj["kind"])
     kwargs = {_snake(key): value for key, value in obj.items() if key not in ("apiVersion", "kind")}
     return cls(name, opts=opts, **kwargs)
 

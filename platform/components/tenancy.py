@@ -6,6 +6,7 @@ import pulumi
 
 from trainyard.platform import tenant_objects as objs
 from trainyard.platform.components.kube import child, register
+from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
 from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
 from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
@@ -19,11 +20,12 @@ RUNTIME_UPDATE = {"replace_on_changes": ["spec"], "delete_before_replace": True}
 
 
 class Guardrails(pulumi.ComponentResource):
-    """Objects every tenant shares: the queue-guard policy and the runtime-reader ClusterRole."""
+    """Objects every tenant shares: the queue-guard and GPU-pod routing policies, the runtime-reader ClusterRole."""
 
     def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("tenants", "Guardrails"), name, None, opts)
         self.queue_guard = register(render_queue_guard_policy(), child(self))
+        self.gpu_pod_routing = register(render_gpu_pod_routing_policy(), child(self))
         self.runtime_reader = register(runtime_reader_cluster_role(), child(self))
         self.register_outputs({})
 
@@ -39,10 +41,11 @@ class RuntimeCatalog(pulumi.ComponentResource):
 
 
 class Tenant(pulumi.ComponentResource):
-    """One team: namespace, quotas, LimitRange, RBAC, Volcano queue, queue guard, runtimes, optional NetworkPolicy.
+    """One team: namespace, quotas, LimitRange, RBAC, Volcano queue, queue guard, GPU-pod routing, runtimes,
+    optional NetworkPolicy.
 
-    Namespaced objects depend on the Namespace; the queue on its parent queue; the guard binding on the
-    shared policy. `opts.depends_on` (the controller and CRDs) makes `destroy` remove tenants first,
+    Namespaced objects depend on the Namespace; the queue on its parent queue; the guard and routing bindings
+    on the shared policies (the routing binding also on the queue its pods are sent to). `opts.depends_on` (the controller and CRDs) makes `destroy` remove tenants first,
     while the controllers can still finalize users' objects.
     """
 
@@ -59,6 +62,8 @@ class Tenant(pulumi.ComponentResource):
         self.rbac = [register(obj, child(self, [namespace, guardrails.runtime_reader])) for obj in render_tenant_rbac(tenant)]
         self.queue = register(objs.render_tenant_queue(tenant), child(self, [parent_queue] if parent_queue else []))
         self.guard = register(render_queue_guard_binding(tenant), child(self, [guardrails.queue_guard, namespace]))
+        self.routing = register(render_gpu_pod_routing_binding(tenant),
+                                child(self, [guardrails.gpu_pod_routing, namespace, self.queue]))
         if objs.wants_default_deny(tenant, policies):
             register(objs.render_default_deny(tenant), inside)
         for runtime in runtimes:

@@ -11,6 +11,7 @@ QUOTA_TYPE = "kubernetes:core/v1:ResourceQuota"
 ROLE_BINDING_TYPE = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 QUEUE_TYPE = pulumi_type(VOLCANO_API_VERSION, "Queue")
 GUARD_TYPE = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+ROUTING_TYPE = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding"
 ROLE_TYPES = ("kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
 CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 GPU_QUOTA = f"requests.{GPU_RESOURCE}"
@@ -32,7 +33,8 @@ def _labels(props: dict) -> dict:
 
 
 def tenant_coverage_violations(resources: Iterable[tuple[str, dict]]) -> list[str]:
-    """Every tenant namespace has a GPU quota, a RoleBinding, a Volcano queue and a queue-guard binding."""
+    """Every tenant namespace has a GPU quota, a RoleBinding, a Volcano queue, a queue-guard binding and a
+    GPU-pod routing binding (without it, GPU pods would be refused rather than sent to Volcano)."""
     resources = list(resources)
     tenants = {_labels(p)[TENANT_LABEL]: (p.get("metadata") or {}).get("name")
                for t, p in resources if t == NAMESPACE_TYPE and TENANT_LABEL in _labels(p)}
@@ -50,4 +52,6 @@ def tenant_coverage_violations(resources: Iterable[tuple[str, dict]]) -> list[st
             out.append(f"tenant {tenant} has no Volcano Queue")
         if not has(GUARD_TYPE):
             out.append(f"tenant {tenant} has no queue-guard ValidatingAdmissionPolicyBinding")
+        if not has(ROUTING_TYPE):
+            out.append(f"tenant {tenant} has no GPU-pod routing MutatingAdmissionPolicyBinding")
     return out

@@ -14,6 +14,7 @@ from trainyard.k8s import TRAINER_GROUP as GROUP
 from trainyard.k8s import TRAINER_VERSION as VERSION
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION  # noqa: F401
 from trainyard.platform import tenant_objects as objs
+from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
 from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantGroups, TenantQuota, TenantSpec
 from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
@@ -76,11 +77,11 @@ def tenant_objects(spec: TenantSpec) -> list[dict]:
     """What platform/components/tenancy.py registers for one tenant (NetworkPolicy left out)."""
     return [objs.render_namespace(spec, PolicySpec(pod_security="baseline")), objs.render_resource_quota(spec),
             *objs.render_priority_quotas(spec), objs.render_limit_range(spec), *render_tenant_rbac(spec),
-            objs.render_tenant_queue(spec), render_queue_guard_binding(spec)]
+            objs.render_tenant_queue(spec), render_queue_guard_binding(spec), render_gpu_pod_routing_binding(spec)]
 
 
 def shared_objects() -> list[dict]:
-    return [render_queue_guard_policy(), runtime_reader_cluster_role()]
+    return [render_queue_guard_policy(), render_gpu_pod_routing_policy(), runtime_reader_cluster_role()]
 
 
 def _exists(cluster, obj: dict) -> bool:
@@ -110,7 +111,29 @@ def add_tenant(cluster, spec: TenantSpec) -> Tenant:
         cluster.created_namespaces.append(spec.namespace)  # deleted after the test
     cluster.apply(*tenant_objects(spec))
     wait_quotas_synced(cluster, spec.namespace)
+    wait_admission_policies(cluster, spec.namespace)
     return Tenant(spec)
+
+
+def _dry_run_gpu_pod(cluster, ns: str, **spec) -> tuple[bool, str]:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
+           "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                    **spec}}
+    try:
+        return True, cluster.kubectl("create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.schedulerName}",
+                                     input_text=json.dumps(pod))
+    except ClusterError as exc:
+        return False, str(exc)
+
+
+def wait_admission_policies(cluster, ns: str) -> None:
+    """Admission policies bite only once the API server has loaded their new bindings (about a second):
+    probe until a GPU pod is routed to Volcano and one created bound to a node is refused."""
+    def in_effect() -> bool:
+        routed, bound = _dry_run_gpu_pod(cluster, ns), _dry_run_gpu_pod(cluster, ns, nodeName="probe")
+        return routed == (True, "volcano") and not bound[0] and "denied" in bound[1]
+
+    cluster.wait(in_effect, timeout=60, interval=0.5, what=f"the admission policies of {ns} in effect")
 
 
 COUNTED = ("count/trainjobs.trainer.kubeflow.org", "count/jobsets.jobset.x-k8s.io", "count/configmaps")
@@ -148,6 +171,7 @@ def remove_tenant(cluster, spec: TenantSpec) -> None:
     """The cluster-scoped pieces (the namespace goes with the test's namespaces)."""
     for kind, name in (("queues.scheduling.volcano.sh", spec.queue.name),
                        ("validatingadmissionpolicybinding", render_queue_guard_binding(spec)["metadata"]["name"]),
+                       ("mutatingadmissionpolicybinding", render_gpu_pod_routing_binding(spec)["metadata"]["name"]),
                        ("clusterrolebinding", f"trainyard:runtime-reader:{spec.name}")):
         cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false")
 

@@ -102,7 +102,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
     topology = f", networkTopology {gang.topology}" if gang.topology else ""
-    lines.append(f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, queue {gang.queue or 'default'}, "
+    lines.append(f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, {gang.queue_text}, "
                  f"priority class {gang.priority_class or '-'}{topology}")
     snap = live.snapshot(api, ns)
     why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
@@ -111,11 +111,11 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
     verdicts = fit(gang, snap.quotas, queues, nodes)
     final = verdicts[-1]
     passed = {"quota": "ok: quota", "queue": "ok: queue"}
-    for check in ("quota", "queue"):
+    for check in ("quota", "queue") if gang.in_volcano else ("quota",):
         if final.check == check:
             break
         lines.append(passed[check] + _queue_note(check, gang, queues))
-    if final.check != "quota":
+    if final.check != "quota" and gang.in_volcano:
         lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), live.priority_values(api)))
     lines.append(final.line)
     return lines, exit_code(final)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable
 
+from trainyard import k8s as K
 from trainyard.controller import k8s
 from trainyard.controller.resources import pod_requests
 
@@ -40,6 +41,12 @@ class Gang:
     min_resources: Resources
     pods: list[Resources]
     topology: dict | None = None
+    in_volcano: bool = True  # False: no Volcano queue applies (kube-scheduler or coscheduling places the pods)
+
+    @property
+    def queue_text(self) -> str:
+        return f"queue {self.queue or 'default'}" if self.in_volcano else \
+            "no Volcano queue (no Volcano PodGroup: pods are placed by their own scheduler)"
 
     @property
     def total(self) -> Resources:
@@ -70,14 +77,22 @@ def gang_from_objects(objects: Iterable[dict]) -> Gang:
         raise ValueError("the TrainJob builds no JobSet (finished, or managed by another controller)")
     pods: list[Resources] = []
     priority = None
+    schedulers, pod_queues = set(), set()
     for job in k8s.replicated_jobs(jobset.get("spec") or {}):
         spec = k8s.job_spec(job)
-        pod = (spec.get("template") or {}).get("spec") or {}
+        template = spec.get("template") or {}
+        pod = template.get("spec") or {}
         count = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
         pods += [pod_requests(pod) for _ in range(count)]
         priority = pod.get("priorityClassName", priority)
+        schedulers.add(pod.get("schedulerName") or "default-scheduler")
+        pod_queues.add(((template.get("metadata") or {}).get("annotations") or {}).get(K.VOLCANO_QUEUE_ANNOTATION))
     gspec = (group or {}).get("spec") or {}
-    return Gang(namespace=k8s.namespace_of(jobset), name=k8s.name_of(jobset), queue=gspec.get("queue"),
+    volcano_group = group is not None and str(group.get("apiVersion", "")).startswith(K.VOLCANO_GROUP + "/")
+    # no PodGroup but every pod Volcano's: Volcano gives them one-pod groups in the pods' queue
+    in_volcano = volcano_group or (group is None and schedulers == {K.VOLCANO_SCHEDULER_NAME})
+    queue = gspec.get("queue") if volcano_group else (next(iter(pod_queues)) if len(pod_queues) == 1 else None)
+    return Gang(namespace=k8s.namespace_of(jobset), name=k8s.name_of(jobset), queue=queue, in_volcano=in_volcano,
                 priority_class=gspec.get("priorityClassName", priority),
                 min_member=int(gspec.get("minMember") or len(pods)),
                 min_resources=resources(gspec.get("minResources")), pods=pods,
@@ -243,8 +258,10 @@ def fit(gang: Gang, quotas: Iterable[dict], queues: dict[str, QueueUse], nodes: 
     for node in nodes:
         cluster_total = add(cluster_total, node.allocatable if node.schedulable else {})
     out = []
-    for check in (lambda: check_quota(gang, quotas), lambda: check_queue(gang, queues.get(gang.queue or "default"),
-                                                                         cluster_total)):
+    checks = [lambda: check_quota(gang, quotas)]
+    if gang.in_volcano:
+        checks.append(lambda: check_queue(gang, queues.get(gang.queue or "default"), cluster_total))
+    for check in checks:
         verdict = check()
         if verdict is not None:
             return out + [verdict]

@@ -22,6 +22,40 @@ def test_gang_from_the_built_objects():
     assert gang.min_resources == {GPU: Fraction(24)} and gang.topology == RACK1
 
 
+def _without_group(objects, scheduler=None, queue_annotation=None):
+    jobset = objects[-1]
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    if scheduler:
+        template["spec"]["schedulerName"] = scheduler
+    if queue_annotation:
+        template["metadata"] = {"annotations": {"scheduling.volcano.sh/queue-name": queue_annotation}}
+    return [jobset]
+
+
+@pytest.mark.parametrize("objects,in_volcano,queue,text", [
+    (built(2, 8), True, "team-a", "queue team-a"),
+    (built(2, 8, queue_name=None), True, None, "queue default"),  # Volcano's CRD default
+    (_without_group(built(2, 8)), False, None,
+     "no Volcano queue (no Volcano PodGroup: pods are placed by their own scheduler)"),
+    (_without_group(built(2, 8), scheduler="default-scheduler"), False, None,
+     "no Volcano queue (no Volcano PodGroup: pods are placed by their own scheduler)"),
+    # Volcano's pods without a gang: one-pod groups in the pods' queue
+    (_without_group(built(2, 8), scheduler="volcano", queue_annotation="team-b"), True, "team-b", "queue team-b"),
+])
+def test_the_gang_names_the_queue_the_pods_will_really_wait_in(objects, in_volcano, queue, text):
+    gang = gang_from_objects(objects)
+    assert (gang.in_volcano, gang.queue, gang.queue_text) == (in_volcano, queue, text)
+
+
+def test_no_volcano_queue_is_checked_for_pods_volcano_never_sees():
+    gang = gang_from_objects(_without_group(built(2, 8)))
+    closed = {"default": queue_uses([queue("default", capability=32, state="Closed")], [], [], {})["default"]}
+    nodes = nodes_from([node(f"n{i}", 8) for i in range(2)], [], [])
+    assert [v.check for v in fit(gang, [], closed, nodes)] == ["placement"]
+    volcano_gang = gang_from_objects(built(2, 8, queue_name="default"))
+    assert fit(volcano_gang, [], closed, nodes)[-1].check == "queue"
+
+
 def test_no_jobset_is_an_error():
     with pytest.raises(ValueError, match="builds no JobSet"):
         gang_from_objects([])

@@ -7,6 +7,7 @@ import yaml
 
 from trainyard.controller.admission import validate_runtime
 from trainyard.controller.build import build_objects
+from trainyard.controller.strict import unknown_field_errors
 
 from ctl_builders import by_kind, container, fixed_key, rjob, the_jobset
 
@@ -24,9 +25,28 @@ def test_seed_trainjob_renders(pair):
     assert by_kind(objects, "JobSet") and objects[0]["metadata"]["name"].endswith("-runtime-snapshot")
 
 
+# Upstream's own CEL rule refuses this seed runtime too (numNodes beside torch.elasticPolicy).
+UPSTREAM_REFUSES = {"001-tr-pytorch-distributed.yaml": ["numNodes should not be set if torch.elasticPolicy is configured"]}
+
+
 @pytest.mark.parametrize("name", INDEX["runtimes"])
-def test_seed_runtimes_load(name):
-    validate_runtime(load(name))  # never raises, whatever it reports
+def test_seed_runtimes_are_admitted_as_written_and_strict_validation_knows_every_field(name):
+    runtime = load(name)
+    result = validate_runtime(runtime)
+    assert [e.message.split(": ")[-1] for e in result.errors] == UPSTREAM_REFUSES.get(name, [])
+    assert unknown_field_errors(runtime, runtime=True) == []
+
+
+def test_seed_001_network_topology_maps_to_volcanos_spelling_with_a_warning():
+    runtime = load("001-ctr-torch-distributed.yaml")
+    assert validate_runtime(runtime).warnings == [
+        "spec.podGroupPolicy.volcano.networkTopology: topologyKey: topology.kubernetes.io/zone, networkPolicy: "
+        "Best-effort is the seed-era spelling; upstream Kubeflow Trainer and Volcano spell it mode: soft, "
+        "highestTierAllowed: 2 (trainyard maps it; other controllers ignore it)"]
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}}
+    (pg,) = by_kind(build_objects(trainjob, runtime, key_generator=fixed_key), "PodGroup")
+    assert pg["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
 
 
 def test_seed_queue_override_reaches_pod_group():

@@ -5,6 +5,7 @@ import pytest
 from trainyard.platform import controller_objects as ctl
 from trainyard.platform import tenant_objects as objs
 from trainyard.platform.policy_pack.checks import tenant_coverage_violations, wildcard_violations
+from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
 from trainyard.platform.queue_guard import QUEUE_ANNOTATION, render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import ControllerSpec, PolicySpec, WebhookSpec
 from trainyard.platform.stack_validation import load_stack
@@ -95,7 +96,9 @@ def test_queue_guard_cel_covers_every_place_a_queue_can_be_named():
         assert fragment in text, fragment
     resources = {(r["apiGroups"][0], r["resources"][0]) for r in policy["spec"]["matchConstraints"]["resourceRules"]}
     assert resources == {("", "pods"), ("scheduling.volcano.sh", "podgroups"), ("trainer.kubeflow.org", "trainjobs"),
-                         ("jobset.x-k8s.io", "jobsets"), ("batch.volcano.sh", "jobs")}
+                         ("jobset.x-k8s.io", "jobsets"), ("batch.volcano.sh", "jobs"),
+                         *(("apps", r) for r in ("deployments", "replicasets", "statefulsets", "daemonsets")),
+                         ("batch", "jobs"), ("batch", "cronjobs")}
     assert text.count("(") == text.count(")")
 
 
@@ -169,13 +172,15 @@ def test_policy_pack_tenant_coverage_reports_missing_pieces(tenant):
     t = lambda group_kind: f"kubernetes:{group_kind}"  # noqa: E731
     complete = [(t("core/v1:Namespace"), ns), (t("core/v1:ResourceQuota"), objs.render_resource_quota(tenant)),
                 (t("scheduling.volcano.sh/v1beta1:Queue"), objs.render_tenant_queue(tenant)),
-                (t("admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"), render_queue_guard_binding(tenant))]
+                (t("admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"), render_queue_guard_binding(tenant)),
+                (t("admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding"), render_gpu_pod_routing_binding(tenant))]
     complete += [(t("rbac.authorization.k8s.io/v1:" + o["kind"]), o) for o in render_tenant_rbac(tenant)]
     assert tenant_coverage_violations(complete) == []
     assert tenant_coverage_violations(complete[:1]) == [
         "tenant namespace team-a has no ResourceQuota on requests.nvidia.com/gpu",
         "tenant namespace team-a has no RoleBinding", "tenant team-a has no Volcano Queue",
-        "tenant team-a has no queue-guard ValidatingAdmissionPolicyBinding"]
+        "tenant team-a has no queue-guard ValidatingAdmissionPolicyBinding",
+        "tenant team-a has no GPU-pod routing MutatingAdmissionPolicyBinding"]
 
 
 @pytest.mark.parametrize("sdk_namespace,creates_namespace", [("kubeflow-system", True), ("trainyard-system", False)])
