@@ -6,6 +6,7 @@ API groups/versions and the labels and annotations other packages also use are d
 
 from trainyard import k8s as _k8s
 from trainyard.k8s import (  # noqa: F401  (the shared names, under the names the controller uses)
+    CATALOG_VERSION_LABEL,
     COSCHEDULING_API_VERSION as COSCHEDULING_PODGROUP_API_VERSION,
     COSCHEDULING_POD_GROUP_LABEL,
     JOBSET_API_VERSION,

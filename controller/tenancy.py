@@ -19,7 +19,12 @@ trainyard adds, without changing any upstream field:
 - in a tenant namespace every TrainJob is a Volcano gang in the tenant's queue: a runtime without
   `podGroupPolicy` gets `podGroupPolicy.volcano: {}` (`tenant_pod_group_policy`) and every pod template
   `schedulerName: volcano`; a coscheduling runtime is refused (its scheduler cannot honour the queue).
-  So priority acts only inside Volcano's queue rules, never through kube-scheduler preemption.
+  So priority acts only inside Volcano's queue rules, never through kube-scheduler preemption;
+- a tenant namespace pins a catalog release (label `trainyard.dev/catalog-version`): its TrainingRuntimes
+  are that release's, and a ClusterTrainingRuntime rendered from another release (its own
+  `trainyard.dev/catalog-version` label) is refused at TrainJob create, naming the pinned release's copy in
+  the namespace or, when the pinned release has none, the release that has it. Cluster runtimes that are
+  not from the catalog (no label) are not restricted.
 
 A namespace without these labels/annotations is not restricted (plain upstream behaviour).
 """
@@ -44,6 +49,7 @@ class TenantPolicy:
     queue: str | None = None
     priority_classes: tuple[str, ...] | None = None  # None: any class may be used
     default_priority_class: str | None = None
+    catalog_version: str | None = None  # the runtime catalog release the namespace pins
 
 
 def tenant_policy(namespace: dict | None) -> TenantPolicy:
@@ -53,7 +59,8 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
     granted = annotations.get(C.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
     classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
     return TenantPolicy(queue=labels.get(C.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
-                        default_priority_class=annotations.get(C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None)
+                        default_priority_class=annotations.get(C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
+                        catalog_version=labels.get(C.CATALOG_VERSION_LABEL) or None)
 
 
 def namespace_policy(trainjob: dict, objects: Iterable[dict]) -> TenantPolicy:
@@ -91,6 +98,23 @@ def coscheduling_error(namespace: str) -> FieldError:
     return FieldError("spec.runtimeRef", "Forbidden",
                       f"the runtime's podGroupPolicy is coscheduling, which cannot honour the Volcano queue of tenant "
                       f"namespace {namespace}; {COSCHEDULING_FIX}")
+
+
+def _catalog_pin_errors(trainjob: dict, runtime: dict, policy: TenantPolicy, cluster_objects: list[dict]) -> list[FieldError]:
+    """A ClusterTrainingRuntime from another catalog release than the namespace's pin is refused."""
+    meta = runtime.get("metadata") or {}
+    release = (meta.get("labels") or {}).get(C.CATALOG_VERSION_LABEL)
+    if runtime.get("kind") != C.CLUSTER_TRAINING_RUNTIME_KIND or not policy.catalog_version or not release \
+            or release == policy.catalog_version:
+        return []
+    name, namespace = meta.get("name", ""), k8s.namespace_of(trainjob)
+    pinned = k8s.find_object(cluster_objects, C.TRAINING_RUNTIME_KIND, name, namespace)
+    fix = (f"use runtimeRef kind TrainingRuntime, name {name}: release {policy.catalog_version}'s copy in this namespace"
+           if pinned is not None else
+           f"release {policy.catalog_version} has no runtime {name}; pick one of its runtimes (TrainingRuntimes in "
+           f"namespace {namespace}) or ask the platform team to move the tenant's catalogVersion to {release}")
+    return [FieldError("spec.runtimeRef", "Forbidden", f"namespace {namespace} pins runtime catalog "
+                       f"{policy.catalog_version} and ClusterTrainingRuntime {name} is from catalog {release}: {fix}")]
 
 
 def selected_priority_class(trainjob: dict) -> str | None:
@@ -146,6 +170,9 @@ def _supported(values: Iterable[str]) -> str:
 def admission_lookups(trainjob: dict) -> list[tuple[str, str, str | None]]:
     """(kind, name, namespace) the webhook reads for `admission_errors`: the Namespace, the selected class."""
     wanted: list[tuple[str, str, str | None]] = [("Namespace", k8s.namespace_of(trainjob), None)]
+    ref = ((trainjob.get("spec") or {}).get("runtimeRef")) or {}
+    if ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND) == C.CLUSTER_TRAINING_RUNTIME_KIND and ref.get("name"):
+        wanted.append((C.TRAINING_RUNTIME_KIND, ref["name"], k8s.namespace_of(trainjob)))  # the pinned copy
     if (selected := selected_priority_class(trainjob)) is not None:
         wanted.append(("PriorityClass", selected, None))
     return wanted
@@ -169,6 +196,7 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
     errors = []
     if policy.queue and "coscheduling" in (((runtime.get("spec") or {}).get("podGroupPolicy")) or {}):
         errors.append(coscheduling_error(namespace))
+    errors += _catalog_pin_errors(trainjob, runtime, policy, cluster_objects)
     origin = queue_origin(trainjob, runtime)
     if policy.queue and origin and origin[0] != policy.queue:
         errors.append(FieldError(origin[1], "Unsupported value", f"{_supported([policy.queue])} (the Volcano queue of "

@@ -11,7 +11,7 @@ from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import ControllerSpec
 from trainyard.toolchain.versions import tool
 
-NAME = "trainyard-controller"
+NAME = K.CONTROLLER_NAME
 PART_OF = {**part_of_trainyard(), "app.kubernetes.io/name": NAME}
 CERT_SECRET = "trainyard-webhook-cert"
 READ = ["get", "list", "watch"]

@@ -14,6 +14,10 @@ With `gpu_pod_routing.py` (which sends GPU pods to Volcano in the tenant's queue
 scheduler in charge: a GPU pod that still names another scheduler is refused, and so is `spec.nodeName` at
 create, on a pod or in any pod template of a workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
 CronJob, JobSet, Volcano Job, TrainJob), since a pod created bound skips every scheduler's fit check.
+
+A PodGroup the TrainJob controller owns is the controller's: only its identity (or a cluster admin) may
+change what scheduling reads from it (queue, priorityClassName, minMember, minResources, networkTopology);
+anyone else with PodGroup rights in the namespace is refused at admission instead of being reverted later.
 """
 
 from __future__ import annotations
@@ -94,6 +98,33 @@ TEMPLATE_NODE_NAMES = (
      + _unbound("j.?template.?spec.?template.?spec") + "))"),
 )
 
+SCHEDULING_FIELDS = (("queue", "''"), ("priorityClassName", "''"), ("minMember", "0"), ("minResources", "{}"),
+                     ("networkTopology", "{}"))
+ADMIN_GROUP = "system:masters"
+
+
+def controller_username(namespace: str = "trainyard-system") -> str:
+    return f"system:serviceaccount:{namespace}:{K.CONTROLLER_NAME}"
+
+
+def _owned_pod_group_unchanged(controller: str) -> str:
+    """CEL: an update of a TrainJob-owned PodGroup by anyone but the controller keeps its scheduling fields."""
+    same = " && ".join(f"object.spec.?{f}.orValue({empty}) == oldObject.spec.?{f}.orValue({empty})"
+                       for f, empty in SCHEDULING_FIELDS)
+    return ("object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
+            "!oldObject.?metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && "
+            f"r.kind == 'TrainJob') || request.userInfo.username == '{controller}' || "
+            f"request.userInfo.?groups.orValue([]).exists(g, g == '{ADMIN_GROUP}') || ({same})")
+
+
+def _own_message_validations(controller: str) -> tuple:
+    fields = ", ".join(f for f, _ in SCHEDULING_FIELDS)
+    return OWN_MESSAGE_VALIDATIONS + (
+        (_owned_pod_group_unchanged(controller),
+         f"'this PodGroup belongs to a TrainJob: only the TrainJob controller may change its {fields}; "
+         "edit the TrainJob (suspend it, change it, resume it) instead'"),)
+
+
 # (expression, message) checks with messages of their own
 OWN_MESSAGE_VALIDATIONS = (
     ("object.kind != 'Pod' || request.operation != 'CREATE' || " + _unbound("object.spec"),
@@ -112,7 +143,8 @@ OWN_MESSAGE_VALIDATIONS = (
 )
 
 
-def render_queue_guard_policy() -> dict:
+def render_queue_guard_policy(controller: str = controller_username()) -> dict:
+    """`controller`: the username the TrainJob controller acts as (the only one that may edit its PodGroups)."""
     rules = [{"apiGroups": [group], "apiVersions": [version], "resources": [resource],
               "operations": ["CREATE", "UPDATE"]} for group, version, resource in GUARDED_RESOURCES]
     return {
@@ -129,7 +161,7 @@ def render_queue_guard_policy() -> dict:
                    "messageExpression": f"'{where} names a Volcano queue other than this namespace\\'s queue ' + variables.queue"}
                   for where, expression in VALIDATIONS),
                 *({"expression": expression, "reason": "Forbidden", "messageExpression": message}
-                  for expression, message in OWN_MESSAGE_VALIDATIONS),
+                  for expression, message in _own_message_validations(controller)),
             ],
         },
     }

@@ -47,6 +47,7 @@ def render_namespace(tenant: TenantSpec, policies: PolicySpec) -> dict:
             "labels": {
                 **tenant_labels(tenant),
                 QUEUE_LABEL: tenant.queue.name,
+                K.CATALOG_VERSION_LABEL: tenant.catalog_version,
                 "pod-security.kubernetes.io/enforce": level,
                 "pod-security.kubernetes.io/audit": "restricted",
                 "pod-security.kubernetes.io/warn": "restricted",

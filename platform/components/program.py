@@ -74,7 +74,7 @@ def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.
     volcano = Volcano("volcano", config, inputs["volcano_policies"], inputs["volcano_chart"], opts=after(crds))
     scheduling = Scheduling("scheduling", config, opts=after(crds, volcano))
     controller = TrainyardController("controller", config, opts=after(crds))
-    guardrails = Guardrails("guardrails", opts=after(crds))
+    guardrails = Guardrails("guardrails", config.controller.namespace, opts=after(crds))
     ready = [crds, jobset, volcano, scheduling, controller]
     catalog_component = RuntimeCatalog("catalog", render_cluster_runtimes(catalog), catalog.current.version,
                                        opts=after(*ready))

@@ -7,7 +7,7 @@ import pulumi
 from trainyard.platform import tenant_objects as objs
 from trainyard.platform.components.kube import child, register
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
-from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
+from trainyard.platform.queue_guard import controller_username, render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
 from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
 from trainyard.platform.tokens import type_token
@@ -22,9 +22,9 @@ RUNTIME_UPDATE = {"replace_on_changes": ["spec"], "delete_before_replace": True}
 class Guardrails(pulumi.ComponentResource):
     """Objects every tenant shares: the queue-guard and GPU-pod routing policies, the runtime-reader ClusterRole."""
 
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, controller_namespace: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("tenants", "Guardrails"), name, None, opts)
-        self.queue_guard = register(render_queue_guard_policy(), child(self))
+        self.queue_guard = register(render_queue_guard_policy(controller_username(controller_namespace)), child(self))
         self.gpu_pod_routing = register(render_gpu_pod_routing_policy(), child(self))
         self.runtime_reader = register(runtime_reader_cluster_role(), child(self))
         self.register_outputs({})

@@ -79,6 +79,7 @@ COSCHEDULING_POD_GROUP_LABEL = f"{COSCHEDULING_GROUP}/pod-group"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 GPU_RESOURCE = "nvidia.com/gpu"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
+CONTROLLER_NAME = "trainyard-controller"  # the in-cluster controller's Deployment and ServiceAccount
 
 
 def part_of_trainyard() -> dict[str, str]:

@@ -3,10 +3,13 @@ priority class from any runtime kind, priority selection by label, refusals at T
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 import pytest
+
+from trainyard.cluster.local import ClusterError
 
 from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, blocker_running, condition, create,
                             create_error, delete_cluster_object, get_trainjob, podgroup, priority_class,
@@ -132,5 +135,36 @@ def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_o
         with pytest.raises(ApiException) as refused:
             restricted("Queue", tenant.queue)
         assert refused.value.status == 403
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(cluster, shared, classes, catalog_runtime):
+    """Attack found by a hidden set: patched to system-node-critical with minMember 0, admitted, reverted ~4 s later."""
+    tenant = tenant_with(cluster, classes)
+    ns = tenant.ns
+    sa = f"system:serviceaccount:{ns}:workflow"
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "workflow", "namespace": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pg-editor", "namespace": ns},
+         "rules": [{"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["get", "patch", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "pg-editor", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pg-editor"},
+         "subjects": [{"kind": "ServiceAccount", "name": "workflow", "namespace": ns}]})
+    try:
+        create(cluster, trainjob("steered", ns, catalog_runtime, suspend=True), as_user=tenant.user)
+        before = cluster.wait(lambda: podgroup(cluster, "steered", ns), what="the TrainJob's PodGroup")["spec"]
+        for patch in ({"priorityClassName": "system-node-critical", "minMember": 0}, {"queue": "default"},
+                      {"minResources": {"nvidia.com/gpu": "1"}}, {"minMember": 0}):
+            try:
+                cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns,
+                                "--type=merge", "-p", json.dumps({"spec": patch}))
+            except ClusterError as exc:
+                assert "this PodGroup belongs to a TrainJob: only the TrainJob controller may change its queue" in str(exc)
+            else:
+                raise AssertionError(f"the patch {patch} was admitted")
+        cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns, "--type=merge",
+                        "-p", json.dumps({"metadata": {"labels": {"note": "mine"}}}))  # what does not steer stays allowed
+        assert podgroup(cluster, "steered", ns)["spec"] == before
     finally:
         remove_tenant(cluster, tenant.spec)

@@ -218,3 +218,42 @@ def test_coscheduling_in_a_tenant_namespace_is_refused_at_admission_and_in_the_b
     with pytest.raises(ValidationError, match="coscheduling, which cannot honour"):
         build_objects(trainjob(trainer={"numNodes": 1}), rt, [namespace()], key_generator=fixed_key)
     assert validate_trainjob(trainjob(), rt, cluster_objects=[namespace(queue=None)]).allowed
+
+
+# ---- a tenant's catalog pin holds for cluster runtimes too ---------------------------------------
+
+def pinned_namespace(version="1.0.0"):
+    ns = namespace()
+    ns["metadata"]["labels"]["trainyard.dev/catalog-version"] = version
+    return ns
+
+
+def catalog_runtime(kind="ClusterTrainingRuntime", version="1.2.0"):
+    return volcano_runtime(kind=kind) | {"metadata": {"name": "rt", **({"namespace": "ns"} if kind == "TrainingRuntime" else {}),
+                                                      "labels": {"trainyard.dev/catalog-version": version}}}
+
+
+PIN = "spec.runtimeRef: Forbidden: namespace ns pins runtime catalog 1.0.0 and ClusterTrainingRuntime rt is from catalog 1.2.0: "
+
+
+@pytest.mark.parametrize("rt,extra,expected", [
+    # the pinned release has the runtime: its copy in the namespace is named
+    (catalog_runtime(), [catalog_runtime("TrainingRuntime", "1.0.0")],
+     [PIN + "use runtimeRef kind TrainingRuntime, name rt: release 1.0.0's copy in this namespace"]),
+    # it has none
+    (catalog_runtime(), [], [PIN + "release 1.0.0 has no runtime rt; pick one of its runtimes (TrainingRuntimes in "
+                                   "namespace ns) or ask the platform team to move the tenant's catalogVersion to 1.2.0"]),
+    (catalog_runtime(version="1.0.0"), [], []),  # the pinned release's own cluster runtime
+    (volcano_runtime(), [], []),  # not from the catalog: not restricted
+])
+def test_a_cluster_runtime_from_another_catalog_release_is_refused(rt, extra, expected):
+    classes = [priority_class("team-a-default")]
+    result = validate_trainjob(trainjob(), rt, cluster_objects=[pinned_namespace(), *classes, *extra])
+    assert [str(e) for e in result.errors] == expected
+
+
+def test_no_pin_no_restriction_and_the_webhook_looks_up_the_pinned_copy():
+    from trainyard.controller.tenancy import admission_lookups
+    assert validate_trainjob(trainjob(), catalog_runtime(), cluster_objects=[namespace(), priority_class("team-a-default")]).allowed
+    assert ("TrainingRuntime", "rt", "ns") in admission_lookups(trainjob())
+    assert ("TrainingRuntime", "rt", "ns") not in admission_lookups(trainjob(kind="TrainingRuntime"))

@@ -211,3 +211,14 @@ def test_trainjob_status_gate_adds_server_port_flags_and_token_reviews(gates, st
     cluster_role = next(o for o in ctl.render_controller_rbac(spec) if o["kind"] == "ClusterRole")
     granted = any("tokenreviews" in rule["resources"] for rule in cluster_role["rules"])
     assert granted is status_server, "token reviews only when the status server runs"
+
+
+def test_only_the_controller_or_an_admin_may_change_a_trainjobs_podgroup_scheduling_fields():
+    policy = render_queue_guard_policy("system:serviceaccount:ops:trainyard-controller")
+    (rule,) = [v for v in policy["spec"]["validations"] if "oldObject" in v["expression"]]
+    for fragment in ("request.userInfo.username == 'system:serviceaccount:ops:trainyard-controller'",
+                     "g == 'system:masters'", "r.kind == 'TrainJob'", "request.operation != 'UPDATE'",
+                     *(f"object.spec.?{f}.orValue" for f in ("queue", "priorityClassName", "minMember", "minResources",
+                                                              "networkTopology"))):
+        assert fragment in rule["expression"], fragment
+    assert "edit the TrainJob" in rule["messageExpression"]
