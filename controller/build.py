@@ -26,7 +26,7 @@ from .status import is_finished
 def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict] = (),
                   key_generator: KeyGenerator | None = None,
                   status_server: StatusServerConfig | None = None,
-                  plugins: Sequence[ModuleType] = REGISTRY) -> list[dict]:
+                  plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None) -> list[dict]:
     """Objects to apply for `trainjob` built from `runtime` (or from its snapshot among `existing`).
 
     `existing`: objects already in the cluster (what the plugins' `owned_objects` name), and the
@@ -34,13 +34,14 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
     `key_generator`: returns (private PEM, authorized_keys line) for the MPI Secret; tests inject one.
     `status_server`: set when the TrainJobStatus feature gate is on (pods then report progress to it).
     `plugins`: the registry; tests pass another.
+    `seal_key`: the controller's snapshot seal key (`snapshot_seal.py`); None in the pure tools.
     Raises `BuildError` (or its subclasses) with the field and reason when the inputs cannot be built.
     """
     existing = [o for o in existing if isinstance(o, dict)]
     trainjob = load_trainjob(trainjob)
     if not is_managed_by_us(trainjob) or is_finished(trainjob):
         return []
-    runtime_obj, snapshot = resolve_runtime(trainjob, runtime, existing)
+    runtime_obj, snapshot = resolve_runtime(trainjob, runtime, existing, seal_key)
     ctx = Context(key_generator=key_generator, status_server=status_server)
     try:
         info = new_runtime_info(trainjob, runtime_obj, existing)

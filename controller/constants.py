@@ -21,6 +21,7 @@ from trainyard.k8s import (  # noqa: F401  (the shared names, under the names th
     NAMESPACE_QUEUE_LABEL,
     PRIORITY_CLASS_LABEL,
     SUPPORT_DEPRECATED,
+    TRAINYARD_DOMAIN,
     TRAINER_API_VERSION as API_VERSION,
     TRAINER_GROUP as GROUP,
     TRAINER_SERVED_VERSIONS as SERVED_VERSIONS,

@@ -7,14 +7,19 @@ Lease-based leader election, Prometheus metrics and /healthz, /readyz.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import secrets
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from trainyard import k8s as K
 
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader
 from .cache import CachedReads, Store
@@ -23,6 +28,7 @@ from .informer import LISTED, Informer
 from .leader import LeaderElector
 from .plugins.trainjobstatus import StatusServerConfig
 from .reconciler import owner_trainjob, reconcile
+from .snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
 from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")
@@ -51,6 +57,25 @@ class Settings:
     health_address: str = "127.0.0.1:8081"
     resync_seconds: int = 300
     status_server: StatusServerConfig | None = None  # feature gate TrainJobStatus
+
+
+def snapshot_seal_key(api: ApiServer, namespace: str) -> bytes:
+    """The runtime-snapshot seal key from Secret `SEAL_SECRET` in the controller's namespace, created with 32
+    random bytes by the first replica that finds none (a replica losing the create race reads the winner's)."""
+    resource = RESOURCES["Secret"]
+    for _ in range(3):
+        found = api.get(resource, SEAL_SECRET, namespace)
+        if found is not None:
+            return base64.b64decode((found.get("data") or {})[SEAL_SECRET_KEY])
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": SEAL_SECRET, "namespace": namespace, "labels": {K.PART_OF_LABEL: "trainyard"}},
+                  "data": {SEAL_SECRET_KEY: base64.b64encode(secrets.token_bytes(32)).decode()}}
+        try:
+            api.create(secret)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise RuntimeError(f"cannot read or create Secret {namespace}/{SEAL_SECRET} (the runtime-snapshot seal key)")
 
 
 class Metrics:
@@ -93,6 +118,7 @@ class Manager:
         # Reconciles read from the informers' stores and write through a fenced view: one paused
         # mid-reconcile past the lease writes nothing.
         self.work_api = reads.guarded(self.elector.holds_lease) if self.elector else reads
+        self.seal_key: bytes | None = None  # read (or created) by `run`, before any reconcile
 
     # event handlers -------------------------------------------------------
     def _on_trainjob(self, event: str, obj: dict) -> None:
@@ -113,7 +139,7 @@ class Manager:
             return
         started = time.monotonic()
         try:
-            outcome = reconcile(self.work_api, namespace, name, self.settings.status_server)
+            outcome = reconcile(self.work_api, namespace, name, self.settings.status_server, seal_key=self.seal_key)
         except NotLeader as exc:
             log.warning(json.dumps({"msg": "reconcile abandoned", "trainjob": f"{namespace}/{name}", "error": str(exc)}))
             self.queue.add_after(key, self.elector.retry_seconds if self.elector else 1.0)
@@ -164,6 +190,7 @@ class Manager:
                 if self.stop.is_set():
                     return
             self.metrics.leader.set(1)
+        self.seal_key = snapshot_seal_key(self.api, self.settings.lease_namespace)
         for informer in self.informers:
             threading.Thread(target=informer.run, args=(self.stop,), daemon=True,
                              name=f"informer-{informer.resource.plural}").start()

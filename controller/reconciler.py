@@ -98,9 +98,10 @@ def _key(obj: dict) -> str:
 
 
 def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None,
-              plugins: Sequence[ModuleType] = REGISTRY) -> Outcome | None:
+              plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
-    `status_server`: set when the TrainJobStatus feature gate is on. `plugins`: the registry (tests pass another)."""
+    `status_server`: set when the TrainJobStatus feature gate is on. `plugins`: the registry (tests pass another).
+    `seal_key`: seals new runtime snapshots and checks existing ones (`snapshot_seal.py`)."""
     trainjob = api.get(RESOURCES["TrainJob"], name, namespace)
     if trainjob is None or not is_managed_by_us(trainjob):
         return None
@@ -115,7 +116,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     failure, error = None, None
     try:
         objects = build_objects(trainjob, runtime, existing + namespace_objects, status_server=status_server,
-                                plugins=plugins)
+                                plugins=plugins, seal_key=seal_key)
         failure = _preflight(api, namespace, objects, existing)
         if failure is not None:
             error = PreflightError(failure.message)

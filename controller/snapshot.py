@@ -13,6 +13,7 @@ from . import constants as C
 from . import k8s
 from .errors import BuildError, InputError
 from .inputs import load_runtime
+from .snapshot_seal import check_seal, sealed
 
 
 def snapshot_name(trainjob: dict) -> str:
@@ -59,11 +60,15 @@ def _check_matches_ref(trainjob: dict, runtime: dict, prefix: str = "") -> None:
                          "TrainJob's namespace)", "spec.runtimeRef")
 
 
-def resolve_runtime(trainjob: dict, runtime: dict | None, existing) -> tuple[dict, dict | None]:
-    """(runtime to build from, snapshot ConfigMap to apply or None when one already exists)."""
+def resolve_runtime(trainjob: dict, runtime: dict | None, existing,
+                    seal_key: bytes | None = None) -> tuple[dict, dict | None]:
+    """(runtime to build from, snapshot ConfigMap to apply or None when one already exists). With `seal_key`
+    (the controller's), an existing snapshot must carry its seal and a new one gets it (`snapshot_seal.py`)."""
     check_runtime_kind(trainjob)
     snapshot = find_snapshot(trainjob, existing)
     if snapshot is not None:
+        if seal_key is not None:
+            check_seal(snapshot, seal_key, trainjob)
         return runtime_from_snapshot(trainjob, snapshot), None
     if runtime is None:
         kind, _ = runtime_key(trainjob)
@@ -71,7 +76,8 @@ def resolve_runtime(trainjob: dict, runtime: dict | None, existing) -> tuple[dic
                          else "not found ClusterTrainingRuntime specified in TrainJob", "spec.runtimeRef")
     runtime = load_runtime(runtime)
     _check_matches_ref(trainjob, runtime)
-    return runtime, build_snapshot(trainjob, runtime)
+    snapshot = build_snapshot(trainjob, runtime)
+    return runtime, (sealed(snapshot, seal_key, trainjob) if seal_key is not None else snapshot)
 
 
 def build_snapshot(trainjob: dict, runtime: dict) -> dict:

@@ -3,6 +3,7 @@ per cause, backoff retries, and the condition gone once the cause is (real API s
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -150,3 +151,24 @@ def test_deleted_tenant_queue_becomes_condition_then_clears_when_restored(cluste
         assert podgroup(cluster, "tj", tenant.ns)["spec"]["queue"] == tenant.queue
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_a_snapshot_edited_in_the_namespace_is_never_built_from(cluster, shared, catalog_runtime):
+    """A tenant admin can edit configmaps; the forged runtime (an image, a node) must never reach a pod."""
+    ns = cluster.namespace("forged")
+    create(cluster, trainjob("tj", ns, catalog_runtime, suspend=True, annotations={QUEUE_ANNOTATION: "default"}))
+    snapshot = cluster.wait(lambda: next((c for c in cluster.core.list_namespaced_config_map(ns).items
+                                          if c.metadata.name == "tj-runtime-snapshot"), None), what="the runtime snapshot")
+    assert (snapshot.metadata.annotations or {}).get("trainyard.dev/runtime-snapshot-seal")
+    forged = snapshot.data["runtime"].replace("pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "evil.example/miner:1")
+    assert forged != snapshot.data["runtime"]
+    cluster.kubectl("patch", "configmap", "tj-runtime-snapshot", "-n", ns, "--type=merge",
+                    "-p", json.dumps({"data": {"runtime": forged}}))
+    cluster.kubectl("patch", "trainjob", "tj", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    failed = wait_failed(cluster, "tj", ns, "BuildFailed")
+    assert "runtime snapshot ConfigMap tj-runtime-snapshot was not written by the TrainJob controller" in failed["message"]
+    assert events_with(cluster, "tj", ns, "was not written by the TrainJob controller")
+    js = jobset(cluster, "tj", ns)
+    images = {c["image"] for j in (js or {}).get("spec", {}).get("replicatedJobs", [])
+              for c in j["template"]["spec"]["template"]["spec"]["containers"]}
+    assert "evil.example/miner:1" not in images and (js is None or js["spec"].get("suspend") is True)
