@@ -12,7 +12,9 @@ from typing import Callable
 
 from . import constants as C
 from . import k8s
+from .build import build_objects
 from .errors import ControllerError, InputError
+from .failures import quota_never_fits
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
 from .schema import FieldError
@@ -30,7 +32,8 @@ def admission_review_response(review: dict, lookup: Lookup) -> dict:
     """Answer an admission.k8s.io/v1 AdmissionReview for TrainJob / (Cluster)TrainingRuntime.
 
     `lookup(kind, name, namespace)` returns a live object or None; it is asked for the referenced
-    runtime, the TrainJob's JobSet, Volcano Queues and PriorityClasses.
+    runtime, the TrainJob's JobSet, Volcano Queues and PriorityClasses; `lookup("ResourceQuota", None, ns)`
+    lists the namespace's ResourceQuotas (None or [] when unknown).
     """
     request = (review or {}).get("request") or {}
     uid = request.get("uid", "")
@@ -82,7 +85,26 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
             name = k8s.mapping(k8s.pod_template(dict(job)).get("spec")).get("priorityClassName")
             if name and (found := lookup("PriorityClass", name, None)):
                 cluster.append(found)
-    return validate_trainjob(new, runtime, old, cluster)
+    result = validate_trainjob(new, runtime, old, cluster)
+    if result.allowed and loaded and old is None:
+        quotas = lookup("ResourceQuota", None, namespace) or []
+        result.errors += quota_errors(trainjob, loaded, cluster, quotas)
+    return result
+
+
+def quota_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict], quotas: list[dict]) -> list[FieldError]:
+    """A gang beyond a ResourceQuota's hard limit in its namespace can never start: refused at create, in
+    `trainyard fit`'s words. The gang is counted from the built JobSet's templates (per replicated job, never
+    per pod), with the effective requests (an extended resource given only as a limit counts as requested)."""
+    if not quotas:
+        return []
+    try:
+        objects = build_objects(trainjob, runtime, cluster_objects)
+    except ControllerError:
+        return []  # validation already named what cannot be built
+    jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
+    message = quota_never_fits(jobset, quotas) if jobset is not None else None
+    return [FieldError("spec.trainer.numNodes", "Forbidden", message)] if message else []
 
 
 def default_trainjob_patch(trainjob: dict, old: dict | None, now: str) -> list[dict]:

@@ -126,8 +126,8 @@ def _quota_key(resource: str) -> list[str]:
     return [f"requests.{resource}", resource] if resource in ("cpu", "memory") else [f"requests.{resource}"]
 
 
-def quota_failure(jobset: dict, quotas: Iterable[dict]) -> Failure | None:
-    """The first ResourceQuota whose hard limit the whole gang exceeds (it could never run in this namespace)."""
+def quota_overrun(jobset: dict, quotas: Iterable[dict]) -> tuple[dict, str, Fraction] | None:
+    """(quota, key, what the gang needs) for the first ResourceQuota whose hard limit the whole gang exceeds."""
     gang = _gang(jobset)
     for quota in quotas:
         hard = (quota.get("spec") or {}).get("hard") or {}
@@ -141,9 +141,30 @@ def quota_failure(jobset: dict, quotas: Iterable[dict]) -> Failure | None:
                     totals[key] = totals.get(key, Fraction(0)) + amount * pods
         for key in sorted(totals):
             if key in hard and totals[key] > parse_quantity(hard[key], f"{k8s.name_of(quota)}.spec.hard.{key}"):
-                return Failure(C.REASON_QUOTA_EXCEEDED,
-                               f'the gang needs {key}={format_quantity(totals[key])} but ResourceQuota '
-                               f'"{k8s.name_of(quota)}" allows at most {key}={hard[key]} in namespace '
-                               f'{k8s.namespace_of(jobset)}; it could never start (reduce numNodes or the '
-                               "resources per node, or ask for a larger quota)")
+                return quota, key, totals[key]
     return None
+
+
+QUOTA_FIX = "reduce numNodes or the resources per node, or ask for a larger quota"
+
+
+def quota_failure(jobset: dict, quotas: Iterable[dict]) -> Failure | None:
+    """The first ResourceQuota whose hard limit the whole gang exceeds (it could never run in this namespace)."""
+    found = quota_overrun(jobset, quotas)
+    if found is None:
+        return None
+    quota, key, need = found
+    hard = quota["spec"]["hard"][key]
+    return Failure(C.REASON_QUOTA_EXCEEDED,
+                   f'the gang needs {key}={format_quantity(need)} but ResourceQuota "{k8s.name_of(quota)}" allows at '
+                   f"most {key}={hard} in namespace {k8s.namespace_of(jobset)}; it could never start ({QUOTA_FIX})")
+
+
+def quota_never_fits(jobset: dict, quotas: Iterable[dict]) -> str | None:
+    """`trainyard fit`'s words for a gang beyond a quota's hard limit (admission refuses it at create)."""
+    found = quota_overrun(jobset, quotas)
+    if found is None:
+        return None
+    quota, key, need = found
+    return (f"quota {k8s.name_of(quota)} in {k8s.namespace_of(jobset)} allows {key} {quota['spec']['hard'][key]}, "
+            f"this job needs {format_quantity(need)}: it can never start; {QUOTA_FIX}")

@@ -57,10 +57,18 @@ def webhook_configuration(ca_bundle_b64: str, url: str | None = None, service: d
 
 
 def make_lookup(api: ApiServer):
-    def lookup(kind: str, name: str, namespace: str | None = None):
+    def lookup(kind: str, name: str | None, namespace: str | None = None):
         resource = RESOURCES.get(kind)
         if resource is None:
             return None
+        if name is None:  # a list: the namespace's ResourceQuotas
+            try:
+                items = api.list(resource, namespace).get("items") or []
+            except ApiException as exc:
+                if exc.status != 403:
+                    raise
+                return []  # not allowed to list them: the reconcile's preflight still reports the quota
+            return [{**item, "kind": kind, "apiVersion": resource.api_version} for item in items]
         try:
             obj = api.get(resource, name, namespace if resource.namespaced else None)
         except ApiException as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tenant_helpers import (add_tenant, blocker_running, create, delete_cluster_object, podgroup, queued_blocker,
+from tenant_helpers import (add_tenant, blocker_running, create, create_error, delete_cluster_object, podgroup, queued_blocker,
                             remove_tenant, runtime, tenant_spec, trainjob)
 
 pytestmark = pytest.mark.integration
@@ -78,8 +78,11 @@ def test_fit_a_job_that_fits_then_one_beyond_the_hard_quota(cluster, shared, cat
         assert ok.stdout.strip().splitlines()[-1].startswith("fits now: gpu-node-"), ok.stdout
         never = fit(cluster, tmp_path, trainjob("never", tenant.ns, catalog_runtime, nodes=4))
         assert never.returncode == 2, never.stdout
-        assert f"refused: quota tenant-quota in {tenant.ns} allows requests.{GPU} 24, this job needs 32" in never.stdout
+        verdict = f"quota tenant-quota in {tenant.ns} allows requests.{GPU} 24, this job needs 32: it can never start"
+        assert f"refused: {verdict}" in never.stdout
         assert cluster.get_object("trainer.kubeflow.org", "v1alpha1", "trainjobs", "ok", tenant.ns) is None
+        # the promise holds: admission refuses the create in the same words
+        assert verdict in create_error(cluster, trainjob("never", tenant.ns, catalog_runtime, nodes=4), tenant.user)
     finally:
         remove_tenant(cluster, tenant.spec)
 

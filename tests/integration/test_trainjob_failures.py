@@ -67,11 +67,29 @@ def test_queue_guard_refusal_becomes_condition_and_one_event_then_clears(cluster
         remove_tenant(cluster, spec)
 
 
-def test_gang_beyond_the_gpu_quota_is_reported_before_any_pod_then_runs_once_raised(cluster, shared, catalog_runtime):
+def test_gang_beyond_the_gpu_quota_is_refused_at_create_in_fits_words(cluster, shared, catalog_runtime):
     tenant = add_tenant(cluster, tenant_spec(gpus=8))
     try:
-        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
-        failed = wait_failed(cluster, "big", tenant.ns, "QuotaExceeded")
+        refused = create_error(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), tenant.user)
+        assert (f"spec.trainer.numNodes: Forbidden: quota tenant-quota in {tenant.ns} allows requests.nvidia.com/gpu 8, "
+                "this job needs 16: it can never start") in refused
+        assert get_trainjob(cluster, "big", tenant.ns) is None
+        create(cluster, trainjob("fits", tenant.ns, catalog_runtime, nodes=1, suspend=True), as_user=tenant.user)
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_gang_beyond_a_quota_lowered_after_create_is_reported_before_any_pod_then_runs_once_raised(
+        cluster, shared, catalog_runtime):
+    tenant = add_tenant(cluster, tenant_spec(gpus=16))
+    try:
+        cluster.apply(quota("no-jobsets", tenant.ns, {"count/jobsets.jobset.x-k8s.io": "0"}))
+        wait_quotas_synced(cluster, tenant.ns)
+        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)  # admitted: 16 GPUs
+        wait_failed(cluster, "big", tenant.ns, "ApplyFailed")  # held back while the quota is lowered
+        cluster.apply(*tenant_objects(with_gpus(tenant.spec, 8)))
+        cluster.kubectl("delete", "resourcequota", "no-jobsets", "-n", tenant.ns)
+        failed = wait_failed(cluster, "big", tenant.ns, "QuotaExceeded", timeout=90)
         assert "needs requests.nvidia.com/gpu=16" in failed["message"]
         assert "allows at most requests.nvidia.com/gpu=8" in failed["message"]
         assert jobset(cluster, "big", tenant.ns) is None and cluster.core.list_namespaced_pod(tenant.ns).items == []

@@ -72,20 +72,16 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
     from trainyard.controller.errors import ControllerError
 
     from . import live
-    from .fit import exit_code, fit, gang_from_objects, priority_note
+    from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
     from .model import nodes_from, pending_reason, pod_group_key, queue_uses
 
     api = live.connect(kubeconfig)
     ns, name = trainjob["metadata"]["namespace"], trainjob["metadata"].get("name", "")
     lines = [f"TrainJob {ns}/{name}"]
-    errors, warnings = live.admission(api, trainjob)
+    errors, warnings = live.admission(api, trainjob, quotas=False)
     lines += [f"  warning: {w}" for w in warnings]
     if errors:
         return lines + [f"refused: admission: {e}" for e in errors], EXIT_REFUSED
-    refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
-    if refusal:
-        return lines + [f"refused: the API server: {refusal}"], EXIT_REFUSED
-    lines.append("ok: admitted (trainyard admission; server-side dry-run create: RBAC, webhooks, quota on TrainJobs)")
     runtime = live.fetch_runtime(api, trainjob)
     if runtime is None:
         ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
@@ -96,15 +92,23 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
         gang = gang_from_objects(objects)
     except (ControllerError, ValueError) as err:
         return lines + [f"refused: the controller cannot build it: {err}"], EXIT_REFUSED
+    topology = f", networkTopology {gang.topology}" if gang.topology else ""
+    gang_line = (f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, "
+                 f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}")
+    snap = live.snapshot(api, ns)
+    never = check_quota(gang, snap.quotas)
+    if never is not None and never.outcome == REFUSED:  # admission refuses it at create in these words
+        return lines + [gang_line, never.line], exit_code(never)
+    refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
+    if refusal:
+        return lines + [f"refused: the API server: {refusal}"], EXIT_REFUSED
+    lines.append("ok: admitted (trainyard admission; server-side dry-run create: RBAC, webhooks, quota on TrainJobs)")
     group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
     if group is not None and group.get("apiVersion") == live.PODGROUPS.api_version:
         refusal = live.dry_run_create(api, group, live.PODGROUPS)
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
-    topology = f", networkTopology {gang.topology}" if gang.topology else ""
-    lines.append(f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, {gang.queue_text}, "
-                 f"priority class {gang.priority_class or '-'}{topology}")
-    snap = live.snapshot(api, ns)
+    lines.append(gang_line)
     why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
     queues = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)

@@ -257,3 +257,43 @@ def test_no_pin_no_restriction_and_the_webhook_looks_up_the_pinned_copy():
     assert validate_trainjob(trainjob(), catalog_runtime(), cluster_objects=[namespace(), priority_class("team-a-default")]).allowed
     assert ("TrainingRuntime", "rt", "ns") in admission_lookups(trainjob())
     assert ("TrainingRuntime", "rt", "ns") not in admission_lookups(trainjob(kind="TrainingRuntime"))
+
+
+# ---- admission refuses a gang beyond its namespace's ResourceQuota, in fit's words ----------------
+
+def gpu_runtime(gpus="8", as_limit=True):
+    resources = {"limits": {"nvidia.com/gpu": gpus}} if as_limit else {"requests": {"nvidia.com/gpu": gpus}}
+    return runtime(jobs=[job("node", "trainer", [{"name": "node", "image": "img", "resources": resources}])],
+                   ml={"torch": {}}, pod_group={"volcano": {}})
+
+
+def gpu_quota(hard="16"):
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tenant-quota", "namespace": "ns"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": hard}}}
+
+
+@pytest.mark.parametrize("nodes,as_limit,quotas,operation,expected", [
+    # the case: 8 nodes x 8 GPUs (given as limits only, so also requested) against a 16-GPU quota
+    (8, True, [gpu_quota()], "CREATE", ["spec.trainer.numNodes: Forbidden: quota tenant-quota in ns allows "
+                                        "requests.nvidia.com/gpu 16, this job needs 64: it can never start; reduce "
+                                        "numNodes or the resources per node, or ask for a larger quota"]),
+    (2, False, [gpu_quota()], "CREATE", []),
+    (8, True, [], "CREATE", []),
+    (8, True, [gpu_quota()], "UPDATE", []),  # an admitted TrainJob is never refused later for its size
+])
+def test_admission_refuses_a_gang_its_quota_can_never_hold(nodes, as_limit, quotas, operation, expected):
+    rt = gpu_runtime(as_limit=as_limit)
+
+    def lookup(kind, name, ns=None):
+        if name is None:
+            return quotas if kind == "ResourceQuota" else None
+        return {"ClusterTrainingRuntime": rt, "Namespace": namespace(), "PriorityClass": priority_class(name)}.get(kind)
+
+    tj = trainjob(trainer={"numNodes": nodes})
+    request = {"uid": "u", "operation": operation, "kind": {"kind": "TrainJob"}, "object": tj}
+    if operation == "UPDATE":
+        request["oldObject"] = tj
+    response = admission_review_response({"request": request}, lookup)["response"]
+    assert response["allowed"] is (not expected)
+    if expected:
+        assert response["status"]["message"].endswith(expected[0])
