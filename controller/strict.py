@@ -32,6 +32,34 @@ def unknown_field_errors(doc: dict, runtime: bool) -> list[FieldError]:
                        "server would drop it silently: fix the name or remove it") for path in unknown]
 
 
+def job_spec_unknown_fields(doc: dict, runtime: bool) -> list[FieldError]:
+    """Fields below a replicated job's Job spec (pod template, containers, ...) that Kubernetes does not know,
+    from the pinned API server's OpenAPI (`trainyard.k8s_fields`): the CRD keeps them opaque, the Job API
+    drops them (a `schedulerNamee` silently loses gang scheduling)."""
+    from trainyard.k8s_fields import ROOT, field_index, unknown_fields
+    from trainyard.toolchain.versions import tool
+
+    index = field_index()
+    if index is None:
+        return []
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    templates = [("spec.template.spec", ((spec.get("template") or {}).get("spec")))] if runtime else [
+        (f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec",
+         (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec")) if isinstance(p, dict) else None)
+        for i, p in enumerate(spec.get("runtimePatches") or [])]
+    version = tool("kubernetes").version
+    out = []
+    for base, jobset in templates:
+        jobs = jobset.get("replicatedJobs") if isinstance(jobset, dict) else None
+        for i, job in enumerate(jobs if isinstance(jobs, list) else []):
+            job_spec = ((job.get("template") or {}).get("spec")) if isinstance(job, dict) else None
+            for path, close in unknown_fields(job_spec, ROOT, index, f"{base}.replicatedJobs[{i}].template.spec"):
+                hint = f" (did you mean {close!r}?)" if close else ""
+                out.append(FieldError(path, "Unknown field", f"not a field of Kubernetes {version}'s Job or pod "
+                                      f"spec{hint}; the API server would drop it silently: fix the name or remove it"))
+    return out
+
+
 def _suggestion(schema: dict, path: str) -> str:
     parent, _, name = path.rpartition(".")
     node = schema
@@ -154,6 +182,7 @@ def strict_problems(trainjob: dict, runtime: dict, catalog: Any = None) -> dict[
     """{"unknown": pruned fields, "errors": other refusals, "warnings": texts}; `--lenient` demotes "unknown"."""
     return {
         "unknown": unknown_field_errors(trainjob, runtime=False) + unknown_field_errors(runtime, runtime=True)
+        + job_spec_unknown_fields(trainjob, runtime=False) + job_spec_unknown_fields(runtime, runtime=True)
         + unknown_metadata_errors(trainjob) + unknown_metadata_errors(runtime),
         "errors": metadata_errors(trainjob) + metadata_errors(runtime) + quantity_errors(trainjob) + quantity_errors(runtime)
         + count_errors(trainjob) + count_errors(runtime),

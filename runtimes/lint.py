@@ -90,7 +90,11 @@ def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     schema = checks.schemas.get(kind)
     if not schema:
         return [Finding(f"CRD schema: no runtime CRD for kind {kind!r}", fix=f"use kind {CLUSTER_KIND}")]
-    return [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD") for problem in validate(runtime, schema)]
+    from trainyard.controller.strict import job_spec_unknown_fields
+
+    return [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD") for problem in validate(runtime, schema)] \
+        + [Finding(f"Kubernetes schema: {problem}", fix="correct the field to match the Kubernetes Job and pod API")
+           for problem in job_spec_unknown_fields(runtime, runtime=True)]
 
 
 def check_admission(runtime: dict, checks: ControllerChecks) -> list[Problem]:

@@ -5,7 +5,8 @@ import pytest
 
 from bench_modules import load_bench
 
-FIXED = ("alias bomb", "non-UTF-8 byte", "duplicate key", "huge count", "unknown tenant", "stack rules", "metadata")
+FIXED = ("alias bomb", "non-UTF-8 byte", "duplicate key", "huge count", "unknown tenant", "stack rules", "metadata",
+         "pod spec typo")
 BAD_FILES = load_bench("bad_files")
 
 

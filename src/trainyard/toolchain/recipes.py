@@ -110,7 +110,14 @@ def kubernetes(tool: Tool) -> list[Step]:
     cmds = {"kube-apiserver": "kube-apiserver", "kube-controller-manager": "kube-controller-manager",
             "kube-scheduler": "kube-scheduler", "kubectl": "kubectl"}
     packages = [f"k8s.io/kubernetes/cmd/{cmds[b]}" for b in tool.binaries]
-    return [_build(tool, _ldflags(stamp), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",))]
+
+    def index_fields() -> None:
+        from trainyard.k8s_fields import index_path, write_index
+
+        write_index(module_dir(tool, "k8s.io/kubernetes"), index_path())
+
+    return [_build(tool, _ldflags(stamp), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",)),
+            PyStep("index the Job and pod fields of the pinned OpenAPI document (trainyard.k8s_fields)", index_fields)]
 
 
 def etcd(tool: Tool) -> list[Step]:
