@@ -154,13 +154,14 @@ def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(clus
     try:
         create(cluster, trainjob("steered", ns, catalog_runtime, suspend=True), as_user=tenant.user)
         before = cluster.wait(lambda: podgroup(cluster, "steered", ns), what="the TrainJob's PodGroup")["spec"]
-        for patch in ({"priorityClassName": "system-node-critical", "minMember": 0}, {"queue": "default"},
+        for patch in ({"priorityClassName": "system-node-critical", "minMember": 0}, {"queue": tenant.queue + "-x"},
                       {"minResources": {"nvidia.com/gpu": "1"}}, {"minMember": 0}):
             try:
                 cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns,
                                 "--type=merge", "-p", json.dumps({"spec": patch}))
             except ClusterError as exc:
-                assert "this PodGroup belongs to a TrainJob: only the TrainJob controller may change its queue" in str(exc)
+                assert "this PodGroup belongs to a TrainJob: only the TrainJob controller may change its queue" in str(exc) \
+                    or ("queue" in patch and "names a Volcano queue other than this namespace's queue" in str(exc)), str(exc)
             else:
                 raise AssertionError(f"the patch {patch} was admitted")
         cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns, "--type=merge",
