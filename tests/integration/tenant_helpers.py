@@ -13,11 +13,10 @@ from trainyard.k8s import PRIORITY_CLASS_LABEL as PRIORITY_LABEL  # noqa: F401 (
 from trainyard.k8s import TRAINER_GROUP as GROUP
 from trainyard.k8s import TRAINER_VERSION as VERSION
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION  # noqa: F401
-from trainyard.platform import tenant_objects as objs
-from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
-from trainyard.platform.queue_guard import render_queue_guard_binding, render_queue_guard_policy
-from trainyard.platform.stack_config import PolicySpec, TenantGroups, TenantQuota, TenantSpec
-from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role
+from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
+from trainyard.platform.queue_guard import render_queue_guard_binding
+from trainyard.platform.stack_config import TenantGroups, TenantQuota, TenantSpec
+from trainyard.platform.tenant_bundle import shared_bundle, tenant_bundle
 from trainyard.queues.volcano_queues import QueueSpec
 
 FAILED = "ResourcesCreationFailed"
@@ -75,13 +74,11 @@ def tenant_spec(gpus: int = 16, train_jobs: int = 50, priority_classes: tuple[st
 
 def tenant_objects(spec: TenantSpec) -> list[dict]:
     """What platform/components/tenancy.py registers for one tenant (NetworkPolicy left out)."""
-    return [objs.render_namespace(spec, PolicySpec(pod_security="baseline")), objs.render_resource_quota(spec),
-            *objs.render_priority_quotas(spec), objs.render_limit_range(spec), *render_tenant_rbac(spec),
-            objs.render_tenant_queue(spec), render_queue_guard_binding(spec), render_gpu_pod_routing_binding(spec)]
+    return tenant_bundle(spec)
 
 
 def shared_objects() -> list[dict]:
-    return [render_queue_guard_policy(), render_gpu_pod_routing_policy(), runtime_reader_cluster_role()]
+    return shared_bundle()
 
 
 def _exists(cluster, obj: dict) -> bool:

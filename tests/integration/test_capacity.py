@@ -228,3 +228,30 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
                    for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"))
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_fit_agrees_with_what_then_happens_on_a_slice_of_the_agreement_bench(cluster, shared, idle):
+    """bench/fit_agreement.py's verdict -> outcome check on one case per verdict class (the bench runs 200)."""
+    from bench_modules import load_bench
+
+    bench_module = load_bench("fit_agreement")
+    platform = bench_module.Platform(f"fs{uuid.uuid4().hex[:4]}")
+    bench = bench_module.Bench(cluster.name, platform)
+    a, b, c = (platform.name(x) for x in "abc")
+    gang, gangless, _ = platform.runtimes
+    case = bench_module.Case
+    cases = [case(a, gang, 2, 8, None, True, False),            # fits -> placed
+             case(b, gangless, 2, 8, None, False, False),       # fits, as the tenant gang of a gang-less runtime
+             case(b, gang, 3, 8, None, True, False),            # refused: quota 16 -> refused at create
+             case(c, gang, 2, 8, None, True, False),            # refused: queue capability 12 -> never placed
+             case(a, gang, 1, 16, platform.high, True, False),  # refused: larger than every node -> never placed
+             case(a, gang, 3, 8, None, True, True)]             # waits: the load holds 16 of 32 GPUs -> waiting
+    cluster.created_namespaces.extend(platform.tenants)
+    bench.setup(shared=False)
+    try:
+        figures = bench_module.run_all(bench, cases, echo=lambda *_: None)
+    finally:
+        bench.teardown()
+    assert figures["disagreements"] == [] and figures["agreed"] == len(cases), figures
+    assert figures["table"] == {"fits": {"placed": 2}, "refused": {"refused at create": 1, "waiting": 2},
+                                "waits": {"waiting": 1}}, figures["table"]

@@ -64,3 +64,17 @@ def test_a_tiny_trace_finishes_whole_gangs_within_their_tier_and_for_their_durat
     allocation, saturated_s = M.allocation_while_saturated(line, CAPACITY)
     assert saturated_s > 0 and 0 < allocation <= 1
     replay.clean()
+
+
+def test_the_kube_scheduler_baseline_stays_kube_scheduler(replay):
+    """Tenant namespaces make every TrainJob a Volcano gang; the baseline runs with the namespaces unlabelled."""
+    trace = generate(3, 11, CAPACITY, duration_scale=0.1, rack_nodes=2, spine_nodes=4)
+    record = replay.run(trace, "kube-scheduler", gang=False, direct=False, timeout=180)
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    groups = [g for t in DEFAULT_TENANTS for g in replay.custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", t.name, "podgroups")["items"] if g["metadata"]["name"] in {j.name for j in trace}]
+    assert groups == []
+    replay.clean()
+    replay._tenant_namespaces(gang=True)
+    labels = replay.core.read_namespace(DEFAULT_TENANTS[0].name).metadata.labels
+    assert labels.get("trainyard.dev/queue") == DEFAULT_TENANTS[0].name

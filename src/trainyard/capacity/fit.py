@@ -163,6 +163,10 @@ def check_queue(gang: Gang, queue: QueueUse | None, cluster_total: Resources) ->
         if limit is None:
             continue
         what = "capability" if resource in queue.capability else "cluster total"
+        if need[resource] > limit:  # a queue's capability is a hard cap: no amount of waiting helps
+            fix = "ask for a larger queue capability" if what == "capability" else "the cluster is smaller than the job"
+            return Verdict(REFUSED, "queue", f"queue {name} {what} {resource} {_fmt(limit)}, this job needs "
+                                             f"{_fmt(need[resource])}: it can never start; use fewer GPUs or {fix}")
         held = queue.allocated.get(resource, Fraction(0))
         reserved = queue.inqueue.get(resource, Fraction(0))
         if held + reserved + need[resource] > limit:
@@ -216,9 +220,39 @@ def check_node_size(gang: Gang, nodes: list[Node]) -> Verdict | None:
     return None
 
 
+def _domain_name(tier: int) -> str:
+    return {1: "rack", 2: "spine"}.get(tier, f"tier-{tier} HyperNode")
+
+
+def check_never(gang: Gang, nodes: list[Node]) -> Verdict | None:
+    """What no amount of waiting fixes: the gang does not fit the cluster (or, under a hard topology, any one
+    rack or spine) even with every node free."""
+    idle = [Node(n.name, n.rack, n.spine, dict(n.allocatable), {}, n.schedulable) for n in nodes]
+    biggest = max((p.get(GPU, Fraction(0)) for p in gang.pods), default=Fraction(0))
+    pods = f"its {len(gang.pods)} pods of up to {_fmt(biggest)} {GPU}"
+    if pack(gang.pods, idle) is None:
+        total = sum((n.allocatable.get(GPU, Fraction(0)) for n in idle if n.schedulable), Fraction(0))
+        return Verdict(REFUSED, "cluster", f"even with every node free the cluster ({_fmt(total)} {GPU} allocatable) "
+                                           f"cannot host {pods}: it can never start; use fewer or smaller pods")
+    topology = gang.topology or {}
+    if topology and topology.get("mode", "hard") == "hard":
+        tier = int(topology.get("highestTierAllowed") or 1)
+        domains = topology_domains(idle, tier)
+        if all(pack(gang.pods, members) is None for members in domains.values()):
+            level = _domain_name(tier)
+            sizes = ", ".join(f"{d} {_fmt(sum((n.allocatable.get(GPU, Fraction(0)) for n in m), Fraction(0)))}"
+                              for d, m in sorted(domains.items()))
+            return Verdict(REFUSED, "topology", f"topology: no {level} could ever hold {pods} (networkTopology hard, "
+                                                f"highestTierAllowed {tier}; {GPU} allocatable per {level}: {sizes}): it "
+                                                f"can never start; allow a higher tier or use fewer GPUs")
+    return None
+
+
 def check_placement(gang: Gang, nodes: list[Node]) -> Verdict:
     if (too_large := check_node_size(gang, nodes)) is not None:
         return too_large
+    if (never := check_never(gang, nodes)) is not None:
+        return never
     need_gpus = gang.total.get(GPU, Fraction(0))
     free_gpus = sum((n.free() for n in nodes), Fraction(0))
     biggest = max((p.get(GPU, Fraction(0)) for p in gang.pods), default=Fraction(0))
@@ -235,7 +269,7 @@ def check_placement(gang: Gang, nodes: list[Node]) -> Verdict:
     if topology and topology.get("mode", "hard") == "hard":
         tier = int(topology.get("highestTierAllowed") or 1)
         domains = topology_domains(nodes, tier)
-        level = {1: "rack", 2: "spine"}.get(tier, f"tier-{tier} HyperNode")
+        level = _domain_name(tier)
         for domain, members in sorted(domains.items(), key=lambda kv: sum(n.free() for n in kv[1])):
             inside = pack(gang.pods, members)
             if inside is not None:

@@ -122,6 +122,13 @@ class Replay:
                    + objects.runtimes(gang=True) + objects.runtimes(gang=False))
         self._wait(lambda: all(self._queue_open(t.name) for t in self.tenants), 90, "the tenant queues to open")
 
+    def _tenant_namespaces(self, gang: bool) -> None:
+        """The kube-scheduler baseline needs plain namespaces: in a tenant namespace (queue label) the controller
+        makes every TrainJob a Volcano gang. Gang profiles put the label back."""
+        for tenant in self.tenants:
+            label = f"{K.NAMESPACE_QUEUE_LABEL}={tenant.name}" if gang else f"{K.NAMESPACE_QUEUE_LABEL}-"
+            local.kubectl(self.cluster, "label", "namespace", tenant.name, label, "--overwrite")
+
     def topology(self) -> tuple[dict[str, str], dict[str, str]]:
         """node -> rack, node -> spine, from the node labels."""
         nodes = self.core.list_node().items
@@ -153,6 +160,7 @@ class Replay:
 
     def run(self, trace: list[TraceJob], profile: str, gang: bool, direct: bool, timeout: float) -> RunRecord:
         """Submit every job at its arrival time; return when all finished or `timeout` seconds passed."""
+        self._tenant_namespaces(gang)
         record = RunRecord(profile=profile, direct=direct)
         started = time.monotonic()
         watcher = PodWatch(self.core, started)

@@ -129,8 +129,17 @@ def test_queue_without_capability_is_bounded_by_the_cluster():
     ([("n0", 8), ("n1", 8), ("n2", 8), ("n3", 8)], 1, 9, RACK1, REFUSED, "node size",
      f"a pod of this job needs 9 {GPU} and the largest node, n0, has 8 allocatable: it can never start; "
      "use more, smaller pods (numNodes)"),
+    # what no amount of waiting fixes
+    ([], 5, 8, None, REFUSED, "cluster",
+     f"even with every node free the cluster (32 {GPU} allocatable) cannot host its 5 pods of up to 8 {GPU}: it can "
+     "never start; use fewer or smaller pods"),
+    ([("n0", 8)], 3, 8, RACK1, REFUSED, "topology",
+     f"topology: no rack could ever hold its 3 pods of up to 8 {GPU} (networkTopology hard, highestTierAllowed 1; "
+     f"{GPU} allocatable per rack: rack-0 16, rack-1 16): it can never start; allow a higher tier or use fewer GPUs"),
+    ([], 3, 8, {"mode": "soft", "highestTierAllowed": 1}, FITS, "placement", "fits now: n0 1 pod, n1 1 pod, n2 1 pod"),
 ], ids=["empty", "best-fit", "cluster-full", "fragmented", "topology", "topology-fits", "spine", "soft-topology",
-        "pod-larger-than-every-node", "larger-than-every-node-on-a-full-cluster"])
+        "pod-larger-than-every-node", "larger-than-every-node-on-a-full-cluster", "larger-than-the-cluster",
+        "larger-than-every-rack", "soft-topology-larger-than-a-rack"])
 def test_placement(busy, pods, gpus, topology, outcome, check, message):
     nodes = nodes_from(FOUR, [pod(f"b{i}", name, n) for i, (name, n) in enumerate(busy)])
     verdict = check_placement(gang_from_objects(built(pods, gpus, topology=topology)), nodes)
@@ -158,10 +167,10 @@ def test_racks_from_hypernodes_override_labels():
 @pytest.mark.parametrize("quotas,capability,busy,check,code", [
     ([quota("q", {f"requests.{GPU}": 8})], 32, [], "quota", 2),
     ([quota("q", {f"requests.{GPU}": 64}, {f"requests.{GPU}": 56})], 32, [], "quota", 1),
-    ([], 8, [], "queue", 1),
+    ([], 8, [], "queue", 2),  # beyond the queue's capability: never
     ([], 32, [("n0", 8), ("n1", 8), ("n2", 8)], "cluster", 1),
     ([], 32, [], "placement", 0),
-], ids=["quota-refused", "quota-waits", "queue-waits", "cluster-waits", "fits"])
+], ids=["quota-refused", "quota-waits", "queue-refused", "cluster-waits", "fits"])
 def test_first_blocking_check_wins_and_sets_the_exit_code(quotas, capability, busy, check, code):
     nodes = nodes_from(FOUR, [pod(f"b{i}", name, n, ns="x") for i, (name, n) in enumerate(busy)])
     verdicts = fit(gang_from_objects(built(2, 8)), quotas, queue_uses([queue("team-a", capability)], [], []), nodes)
