@@ -18,7 +18,7 @@ from __future__ import annotations
 from trainyard import k8s as K
 from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
-from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
+from trainyard.platform.tenant_objects import QUEUE_LABEL, admission_policy_binding
 
 POLICY_NAME = "trainyard-gpu-pods-to-volcano"
 API = "admissionregistration.k8s.io/v1"
@@ -59,13 +59,4 @@ def render_gpu_pod_routing_policy() -> dict:
 
 
 def render_gpu_pod_routing_binding(tenant: TenantSpec) -> dict:
-    return {
-        "apiVersion": API,
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": f"{POLICY_NAME}-{tenant.name}", "labels": tenant_labels(tenant)},
-        "spec": {
-            "policyName": POLICY_NAME,
-            "matchResources": {"namespaceSelector": {
-                "matchLabels": {"kubernetes.io/metadata.name": tenant.namespace}}},
-        },
-    }
+    return admission_policy_binding("MutatingAdmissionPolicyBinding", POLICY_NAME, tenant)

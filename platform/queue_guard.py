@@ -28,7 +28,7 @@ from trainyard.k8s import part_of_trainyard
 from trainyard.platform.gpu_pod_routing import POLICY_NAME as POLICY_NAME_ROUTING
 from trainyard.platform.gpu_pod_routing import names_gpus
 from trainyard.platform.stack_config import TenantSpec
-from trainyard.platform.tenant_objects import QUEUE_LABEL, tenant_labels
+from trainyard.platform.tenant_objects import QUEUE_LABEL, admission_policy_binding
 
 POLICY_NAME = "trainyard-queue-guard"
 API = "admissionregistration.k8s.io/v1"
@@ -168,14 +168,4 @@ def render_queue_guard_policy(controller: str = controller_username()) -> dict:
 
 
 def render_queue_guard_binding(tenant: TenantSpec) -> dict:
-    return {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": f"{POLICY_NAME}-{tenant.name}", "labels": tenant_labels(tenant)},
-        "spec": {
-            "policyName": POLICY_NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {
-                "matchLabels": {"kubernetes.io/metadata.name": tenant.namespace}}},
-        },
-    }
+    return admission_policy_binding("ValidatingAdmissionPolicyBinding", POLICY_NAME, tenant, validationActions=["Deny"])

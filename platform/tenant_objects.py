@@ -145,3 +145,14 @@ def wants_default_deny(tenant: TenantSpec, policies: PolicySpec) -> bool:
 
 def render_tenant_queue(tenant: TenantSpec) -> dict:
     return render_queue(tenant.queue, labels=tenant_labels(tenant))
+
+
+def admission_policy_binding(kind: str, policy: str, tenant: TenantSpec, **spec: object) -> dict:
+    """A (Validating|Mutating)AdmissionPolicyBinding of `policy` to the tenant's namespace only."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": f"{policy}-{tenant.name}", "labels": tenant_labels(tenant)},
+        "spec": {"policyName": policy, **spec, "matchResources": {"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": tenant.namespace}}}},
+    }
