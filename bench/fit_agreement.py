@@ -33,6 +33,7 @@ PLACED, WAITING, REFUSED_AT_CREATE, UNKNOWN = "placed", "waiting", "refused at c
 VERDICTS = {0: FITS, 1: WAITS, 2: REFUSED}
 AGREES = {FITS: {PLACED}, WAITS: {WAITING}, REFUSED: {REFUSED_AT_CREATE, WAITING}}
 IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+LOAD_PODS = 3  # x 8 GPUs: one node of four left free
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Platform:
     @property
     def tenants(self) -> dict[str, tuple[int, int]]:
         """tenant -> (GPU quota, queue GPU capability): room, a small quota, a queue smaller than its quota."""
-        return {self.name("a"): (32, 32), self.name("b"): (16, 16), self.name("c"): (64, 12), self.name("load"): (16, 16)}
+        return {self.name("a"): (32, 32), self.name("b"): (16, 16), self.name("c"): (64, 12), self.name("load"): (24, 24)}
 
     @property
     def runtimes(self) -> list[str]:
@@ -119,13 +120,14 @@ class Case:
 
 
 def generate(platform: Platform, count: int, seed: int) -> list[Case]:
-    """Half on the idle cluster, half with the load tenant holding two nodes."""
+    """Half on the idle cluster, half with the load tenant holding three of the four nodes."""
     rng = random.Random(seed)
     users = [n for n in platform.tenants if n != platform.name("load")]
     cases = []
     for index in range(count):
         who = rng.choice(users)
-        priority = rng.choice([None, None, platform.high, platform.low])
+        granted_high = who == platform.name("a") or rng.random() < 0.1  # else an ungranted class: refused
+        priority = rng.choice([None, None, platform.low] + ([platform.high] if granted_high else []))
         cases.append(Case(tenant=who, runtime=rng.choice(platform.runtimes), nodes=rng.choice([1, 1, 2, 2, 3, 4, 5]),
                           gpus=rng.choice([1, 2, 4, 8, 8, 16]), priority=priority, limits_only=rng.random() < 0.5,
                           loaded=index >= count // 2))
@@ -204,17 +206,17 @@ class Bench:
             return False
 
     def load(self, on: bool) -> None:
-        """The load tenant's Deployment holding two whole nodes (Volcano places it, in its queue)."""
+        """The load tenant's Deployment holding three whole nodes (Volcano places it, in its queue)."""
         ns = self.platform.name("load")
         if on == self.loaded:
             return
         if on:
             self.kubectl("apply", "-f", "-", obj={
                 "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "load", "namespace": ns},
-                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "load"}}, "template": {
+                "spec": {"replicas": LOAD_PODS, "selector": {"matchLabels": {"app": "load"}}, "template": {
                     "metadata": {"labels": {"app": "load"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {K.GPU_RESOURCE: "8"}}}]}}}})
-            self._wait(lambda: len([p for p in self._pods(ns, "app=load") if p.status.phase == "Running"]) == 2, 90,
+            self._wait(lambda: len([p for p in self._pods(ns, "app=load") if p.status.phase == "Running"]) == LOAD_PODS, 90,
                        "the load running")
         else:
             self.kubectl("delete", "deployment", "load", "-n", ns, "--wait=true")
