@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import threading
@@ -66,7 +65,6 @@ def bench_controller(cluster: ClusterSpec, count: int) -> dict:
     custom.create_cluster_custom_object(K.TRAINER_GROUP, K.TRAINER_VERSION, K.CLUSTERTRAININGRUNTIMES, RUNTIME)
     created: dict[str, float] = {}
     seen: dict[tuple[str, str], float] = {}
-    done = threading.Event()
 
     def observe(group: str, version: str, plural: str) -> None:
         api_w = config.new_client_from_config(config_file=kubeconfig)

@@ -225,7 +225,7 @@ class Bench:
 
     def run(self, case: Case, name: str) -> tuple[str, str, list[str]]:
         """(verdict, outcome, fit's lines) for one case; the TrainJob is gone again afterwards."""
-        from trainyard.capacity.commands import run_fit
+        from trainyard.capacity.fit_check import run_fit
 
         self.load(case.loaded)
         trainjob = case.trainjob(name)

@@ -39,7 +39,7 @@ from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.cluster.trainer_controllers import PROCESS, stop_trainjob_controller, switch_trainjob_controller
-from trainyard.controller.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
+from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.toolchain.build import ensure_built
 
 GROUP, VERSION = K.TRAINER_GROUP, K.TRAINER_VERSION
@@ -372,7 +372,7 @@ def main() -> int:
     print(f"figures: {args.out / 'side_by_side.json'}, plot: {args.out / 'side_by_side.png'}")
     for r in results:
         print(f"{r['controller']} ({r['limits']}): " + ", ".join(f"{k} {v}" for k, v in r["requests_per_trainjob"].items()))
-        print(f"  its own requests per TrainJob: " + ", ".join(f"{k} {v}" for k, v in r["own_requests_per_trainjob"].items()))
+        print("  its own requests per TrainJob: " + ", ".join(f"{k} {v}" for k, v in r["own_requests_per_trainjob"].items()))
     return 0
 
 

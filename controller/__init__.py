@@ -1,4 +1,8 @@
-"""trainyard's pure Kubeflow Trainer v2 controller core (no I/O, no API server).
+"""trainyard's Kubeflow Trainer v2 controller: the pure core here, its runtime in `runtime/`.
+
+The core (this folder and `plugins/`) turns a TrainJob plus its runtime into plain dicts: no I/O, no API
+server, no sockets. `runtime/` (informers, work queue, leader election, reconciler, HTTPS servers) reads and
+applies them; it imports the core, never the reverse (tests/unit/test_layers.py).
 
 Public API (plain dicts in, plain dicts out):
     build_objects(trainjob, runtime, existing=(), key_generator=None, status_server=None, plugins=REGISTRY) -> list[dict]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .build import build_objects
@@ -78,11 +79,11 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
     except InputError:
         loaded = None
     if loaded:
-        queue = jobset_annotations(trainjob, loaded).get(C.VOLCANO_QUEUE_ANNOTATION)
+        queue = jobset_annotations(trainjob, loaded).get(K.VOLCANO_QUEUE_ANNOTATION)
         if queue and (found := lookup("Queue", queue, None)):
             cluster.append(found)
         for job in runtime_jobs(loaded):
-            name = k8s.mapping(k8s.pod_template(dict(job)).get("spec")).get("priorityClassName")
+            name = K.mapping(k8s.pod_template(dict(job)).get("spec")).get("priorityClassName")
             if name and (found := lookup("PriorityClass", name, None)):
                 cluster.append(found)
     result = validate_trainjob(new, runtime, old, cluster)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from trainyard import k8s as K
 from . import constants as C
 from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
 from .api_jobset import jobset_spec
@@ -205,14 +206,14 @@ def pod_template_override() -> dict:
     }, required=["targetJobs"])
 
 
-MANAGED_BY_VALUES = (C.MANAGED_BY_CONTROLLER, C.MANAGED_BY_MULTIKUEUE)
+MANAGED_BY_VALUES = (K.MANAGED_BY_CONTROLLER, K.MANAGED_BY_MULTIKUEUE)
 
 
 def trainjob_spec() -> dict:
     return obj({
         "runtimeRef": obj({
             "name": string(minLength=1, maxLength=253),
-            "apiGroup": string(default=C.GROUP, maxLength=253),
+            "apiGroup": string(default=K.TRAINER_GROUP, maxLength=253),
             "kind": string(default=C.CLUSTER_TRAINING_RUNTIME_KIND, maxLength=253),
         }, required=["name"], rules=[IMMUTABLE]),
         "initializer": obj({"dataset": initializer_source(), "model": initializer_source()}, rules=[IMMUTABLE]),
@@ -224,9 +225,9 @@ def trainjob_spec() -> dict:
         "podTemplateOverrides": array(pod_template_override(), **{"x-kubernetes-list-type": "atomic"}),
         "suspend": boolean(default=False),
         "activeDeadlineSeconds": integer("int64", minimum=1, rules=[IMMUTABLE]),
-        "managedBy": string(default=C.MANAGED_BY_CONTROLLER, maxLength=253, rules=[
-            Rule(f"self in ['{C.MANAGED_BY_CONTROLLER}', '{C.MANAGED_BY_MULTIKUEUE}']",
-                 f"ManagedBy must be {C.MANAGED_BY_CONTROLLER} or {C.MANAGED_BY_MULTIKUEUE} if set",
+        "managedBy": string(default=K.MANAGED_BY_CONTROLLER, maxLength=253, rules=[
+            Rule(f"self in ['{K.MANAGED_BY_CONTROLLER}', '{K.MANAGED_BY_MULTIKUEUE}']",
+                 f"ManagedBy must be {K.MANAGED_BY_CONTROLLER} or {K.MANAGED_BY_MULTIKUEUE} if set",
                  lambda v: v in MANAGED_BY_VALUES),
             IMMUTABLE]),
     }, required=["runtimeRef"])

@@ -12,13 +12,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Iterable, Sequence
 
-from . import constants as C
+from trainyard import k8s as K
 from .errors import BuildError, ControllerError
 from .info import new_runtime_info
 from .inputs import load_trainjob
 from .plugins import REGISTRY, framework, jobset
 from .plugins.framework import Context, KeyGenerator
-from .plugins.trainjobstatus import StatusServerConfig
+from .plugins.framework import StatusServerConfig
 from .snapshot import resolve_runtime
 from .status import is_finished
 
@@ -58,7 +58,7 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
 
 
 def is_managed_by_us(trainjob: dict) -> bool:
-    return trainjob["spec"].get("managedBy", C.MANAGED_BY_CONTROLLER) == C.MANAGED_BY_CONTROLLER
+    return trainjob["spec"].get("managedBy", K.MANAGED_BY_CONTROLLER) == K.MANAGED_BY_CONTROLLER
 
 
 may_apply_jobset = jobset.may_apply_jobset

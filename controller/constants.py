@@ -1,36 +1,10 @@
 """Names of upstream Kubeflow Trainer's controller (ports, env vars, suffixes, conditions).
 
-API groups/versions and the labels and annotations other packages also use are defined once in
-`trainyard.k8s` and imported here under the controller's names (`C.GROUP`, `C.LABEL_ANCESTOR`, ...).
+API groups/versions and the labels and annotations other packages also use are defined once, in
+`trainyard.k8s` (`K.TRAINER_GROUP`, `K.LABEL_ANCESTOR`, ...); nothing here renames them.
 """
 
 from trainyard import k8s as _k8s
-from trainyard.k8s import (  # noqa: F401  (the shared names, under the names the controller uses)
-    CATALOG_VERSION_LABEL,
-    COSCHEDULING_API_VERSION as COSCHEDULING_PODGROUP_API_VERSION,
-    COSCHEDULING_POD_GROUP_LABEL,
-    JOBSET_API_VERSION,
-    LABEL_ANCESTOR,
-    LABEL_FRAMEWORK,
-    LABEL_SUPPORT,
-    LABEL_WEBHOOK_VALIDATION,
-    MANAGED_BY_CONTROLLER,
-    MANAGED_BY_MULTIKUEUE,
-    NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION,
-    NAMESPACE_PRIORITY_CLASSES_ANNOTATION,
-    NAMESPACE_QUEUE_LABEL,
-    PRIORITY_CLASS_LABEL,
-    SUPPORT_DEPRECATED,
-    TRAINYARD_DOMAIN,
-    TRAINER_API_VERSION as API_VERSION,
-    TRAINER_GROUP as GROUP,
-    TRAINER_SERVED_VERSIONS as SERVED_VERSIONS,
-    TRAINER_VERSION as STORAGE_VERSION,
-    VOLCANO_API_VERSION as VOLCANO_PODGROUP_API_VERSION,
-    VOLCANO_GROUP_ANNOTATION,
-    VOLCANO_QUEUE_ANNOTATION,
-    VOLCANO_SCHEDULER_NAME,
-)
 
 TRAINJOB_KIND = "TrainJob"
 TRAINING_RUNTIME_KIND = "TrainingRuntime"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from trainyard.k8s import part_of_trainyard
 
 from . import api
+from trainyard import k8s as K
 from . import constants as C
 from .schema import to_openapi
 
@@ -17,11 +18,11 @@ _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"
 
 def _crd(kind: str, plural: str, scope: str, schema: dict, columns: list[dict], status: bool) -> dict:
     versions = []
-    for version in C.SERVED_VERSIONS:
+    for version in K.TRAINER_SERVED_VERSIONS:
         entry: dict = {
             "name": version,
             "served": True,
-            "storage": version == C.STORAGE_VERSION,
+            "storage": version == K.TRAINER_VERSION,
             "schema": {"openAPIV3Schema": to_openapi(schema)},
             "additionalPrinterColumns": columns,
         }
@@ -31,9 +32,9 @@ def _crd(kind: str, plural: str, scope: str, schema: dict, columns: list[dict], 
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{C.GROUP}", "labels": part_of_trainyard()},
+        "metadata": {"name": f"{plural}.{K.TRAINER_GROUP}", "labels": part_of_trainyard()},
         "spec": {
-            "group": C.GROUP,
+            "group": K.TRAINER_GROUP,
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
             "scope": scope,
             "conversion": {"strategy": "None"},

@@ -21,6 +21,7 @@ from typing import Iterable
 from trainyard.k8s import QUEUES, VOLCANO_GROUP, resource_name
 from trainyard.k8s import format_quantity, parse_quantity
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .resources import pod_requests
@@ -84,7 +85,7 @@ def event_message(failure: Failure) -> str:
 def volcano_queues(objects: Iterable[dict]) -> list[str]:
     """Queues named by the Volcano PodGroups about to be applied."""
     return [o["spec"]["queue"] for o in objects if o.get("kind") == "PodGroup"
-            and o.get("apiVersion") == C.VOLCANO_PODGROUP_API_VERSION and o["spec"].get("queue")]
+            and o.get("apiVersion") == K.VOLCANO_API_VERSION and o["spec"].get("queue")]
 
 
 def queue_failure(missing: list[str]) -> Failure | None:

@@ -25,7 +25,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable
 
-from . import constants as C
+from trainyard import k8s as K
 from . import k8s
 
 EVENT_REASON = "TrainJobGangPending"
@@ -61,10 +61,10 @@ def enqueue_cause(events: Iterable[dict], pod_group: dict) -> str:
     resource quota insufficient" and `overcommit`'s "resource in cluster is overused"), sorted and joined."""
     from .status import parse_time
 
-    meta = k8s.mapping(pod_group.get("metadata"))
+    meta = K.mapping(pod_group.get("metadata"))
     found = []
     for event in events:
-        involved = k8s.mapping(event.get("involvedObject"))
+        involved = K.mapping(event.get("involvedObject"))
         if involved.get("kind") != "PodGroup" or involved.get("name") != meta.get("name") \
                 or (meta.get("uid") and involved.get("uid") and involved.get("uid") != meta.get("uid")):
             continue
@@ -90,12 +90,12 @@ def waiting(group: dict) -> dict | None:
 
     A PodGroup that runs (phase Running/Completed, or as many running pods as minMember) waits for nothing,
     whatever stale condition it still carries."""
-    if group.get("kind") != "PodGroup" or group.get("apiVersion") != C.VOLCANO_PODGROUP_API_VERSION:
+    if group.get("kind") != "PodGroup" or group.get("apiVersion") != K.VOLCANO_API_VERSION:
         return None
-    status = k8s.mapping(group.get("status"))
+    status = K.mapping(group.get("status"))
     if status.get("phase", "") not in WAITING_PHASES:
         return None
-    if int(status.get("running") or 0) >= int(k8s.mapping(group.get("spec")).get("minMember") or 1):
+    if int(status.get("running") or 0) >= int(K.mapping(group.get("spec")).get("minMember") or 1):
         return None
     conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)
                   and c.get("type") == UNSCHEDULABLE and c.get("status") == "True"]
@@ -112,8 +112,8 @@ def gang_pending(pod_groups: Iterable[dict], events: Iterable[dict] = ()) -> Gan
         condition = waiting(group)
         if condition is None:
             continue
-        phase = str(k8s.mapping(group.get("status")).get("phase") or "Pending")
-        return GangPending(pod_group=k8s.name_of(group), queue=k8s.mapping(group.get("spec")).get("queue"),
+        phase = str(K.mapping(group.get("status")).get("phase") or "Pending")
+        return GangPending(pod_group=k8s.name_of(group), queue=K.mapping(group.get("spec")).get("queue"),
                            phase=phase, reason=str(condition.get("reason") or UNSCHEDULABLE),
                            message=str(condition.get("message") or ""),
                            cause=enqueue_cause(events, group) if phase == "Pending" else "",
@@ -152,42 +152,9 @@ def event_message(pending: GangPending) -> str:
 
 def event_name(trainjob: dict, pending: GangPending) -> str:
     """Deterministic per (TrainJob uid, verdict): the same verdict is reported once."""
-    meta = k8s.mapping(trainjob.get("metadata"))
+    meta = K.mapping(trainjob.get("metadata"))
     text = "\0".join([str(meta.get("uid", "")), pending.phase, pending.reason, pending.message, pending.cause])
     return f"{meta.get('name', '')}.gangpending.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def _pod_group_events(api, group: dict) -> list[dict]:
-    from kubernetes.client.exceptions import ApiException
-
-    from .apiserver import RESOURCES
-
-    selector = f"involvedObject.kind=PodGroup,involvedObject.name={k8s.name_of(group)}"
-    try:
-        return api.list(RESOURCES["Event"], k8s.namespace_of(group), field_selector=selector).get("items") or []
-    except ApiException as exc:
-        if exc.status == 403:  # a controller deployed without `list events`: the condition alone
-            return []
-        raise
-
-
-def report(api, trainjob: dict, existing: Iterable[dict]) -> GangPending | None:
-    """Emit the Event for the TrainJob's waiting gang among `existing` (what reconcile read); returns the verdict.
-
-    The PodGroup's events are only listed when its condition says it waits. A suspended TrainJob waits on
-    purpose (its JobSet has no pods): nothing is reported."""
-    if k8s.mapping(trainjob.get("spec")).get("suspend"):
-        return None
-    name, namespace = k8s.name_of(trainjob), k8s.namespace_of(trainjob)
-    own = [o for o in existing if o.get("kind") == "PodGroup" and k8s.name_of(o) == name
-           and k8s.namespace_of(o) == namespace and waiting(o) is not None]
-    if not own:
-        return None
-    pending = gang_pending(own, _pod_group_events(api, own[0]))
-    if pending is not None:
-        api.event(trainjob, EVENT_REASON, event_message(pending), name=event_name(trainjob, pending))
-    return pending
-
-
-__all__ = ["EVENT_REASON", "GangPending", "recheck_after", "gang_pending", "enqueue_cause", "waiting", "event_message", "event_name",
-           "report"]
+__all__ = ["EVENT_REASON", "GangPending", "recheck_after", "gang_pending", "enqueue_cause", "waiting", "event_message", "event_name"]

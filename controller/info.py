@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import BuildError, ValidationError
@@ -66,7 +67,7 @@ class RuntimeInfo:
 
     def trainer_node_container(self) -> dict | None:
         """Container `node` of the job labelled trainer: the only one TrainJob trainer fields touch."""
-        return k8s.find_container(k8s.find_job_by_ancestor(self.spec, C.ANCESTOR_TRAINER), C.NODE)
+        return k8s.find_container(k8s.job_to_edit_by_ancestor(self.spec, C.ANCESTOR_TRAINER), C.NODE)
 
 
 def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
@@ -100,9 +101,9 @@ def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
 def _propagate_seed_metadata(spec: dict, tj_spec: dict) -> None:
     """Seed-era spec.labels/annotations also land on every Job template (v2.1 docs: 'JobSet and Jobs')."""
     labels, annotations = tj_spec.get("labels") or {}, tj_spec.get("annotations") or {}
-    if C.LABEL_ANCESTOR in labels:
-        raise ValidationError(f"must not set the reserved label {C.LABEL_ANCESTOR}; it is owned by the runtime",
-                              f"spec.labels[{C.LABEL_ANCESTOR}]")
+    if K.LABEL_ANCESTOR in labels:
+        raise ValidationError(f"must not set the reserved label {K.LABEL_ANCESTOR}; it is owned by the runtime",
+                              f"spec.labels[{K.LABEL_ANCESTOR}]")
     if not labels and not annotations:
         return
     for job in k8s.replicated_jobs(spec):
@@ -147,7 +148,7 @@ def _pod_sets(spec: dict, ml_policy: dict | None) -> list[PodSet]:
         if not isinstance(job, dict) or not isinstance(job.get("name"), str):
             raise BuildError("every replicated job needs a name", f"spec.template.spec.replicatedJobs[{i}].name")
         count = k8s.job_spec(job).get("parallelism", 1)
-        ancestor = k8s.ancestor_of(job)
+        ancestor = K.ancestor_of(job)
         if ancestor == C.ANCESTOR_TRAINER and ml_policy is not None:
             count = ml_policy.get("numNodes", 1)
         if not isinstance(count, int) or isinstance(count, bool):
@@ -163,7 +164,7 @@ def _merge_resources_per_node(info: RuntimeInfo) -> None:
         return
     launcher_as_node = bool((info.ml_policy.get("mpi") or {}).get("runLauncherAsNode"))
     for job in k8s.replicated_jobs(info.spec):
-        if k8s.ancestor_of(job) == C.ANCESTOR_TRAINER or (launcher_as_node and job.get("name") == C.NODE):
+        if K.ancestor_of(job) == C.ANCESTOR_TRAINER or (launcher_as_node and job.get("name") == C.NODE):
             container = k8s.find_container(job, C.NODE)
             if container is not None:
                 merged = container.setdefault("resources", {})

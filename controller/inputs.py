@@ -8,6 +8,7 @@ defaults. CEL rules and admission checks are NOT applied here: that is `admissio
 from __future__ import annotations
 
 from . import api
+from trainyard import k8s as K
 from . import constants as C
 from .errors import InputError
 from .schema import FieldError, apply_defaults, prune, validate
@@ -34,7 +35,7 @@ def _check_document(doc: object, kinds: tuple[str, ...], what: str) -> dict:
     if kind not in kinds:
         raise InputError(f"kind is {kind!r}; expected {' or '.join(kinds)}", "kind")
     api_version = doc.get("apiVersion")
-    allowed = [f"{C.GROUP}/{v}" for v in C.SERVED_VERSIONS]
+    allowed = [f"{K.TRAINER_GROUP}/{v}" for v in K.TRAINER_SERVED_VERSIONS]
     if api_version not in allowed:
         raise InputError(f"apiVersion is {api_version!r}; use {' or '.join(allowed)}", "apiVersion")
     meta = doc.get("metadata")

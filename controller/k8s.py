@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from trainyard.k8s import REPLICATED_JOBS_PATH, ancestor_of, job_labels, mapping  # noqa: F401 (read by callers as k8s.*)
-from trainyard.k8s import job_containers as containers  # noqa: F401
+from trainyard.k8s import REPLICATED_JOBS_PATH, ancestor_of, job_containers
 
+from trainyard import k8s as K
 from . import constants as C
 from .errors import InputError
 
@@ -15,7 +15,7 @@ def owner_reference(trainjob: dict) -> dict:
     """The controller ownerReference every built object carries (garbage-collected with the TrainJob)."""
     meta = trainjob.get("metadata") or {}
     return {
-        "apiVersion": C.API_VERSION,
+        "apiVersion": K.TRAINER_API_VERSION,
         "kind": C.TRAINJOB_KIND,
         "name": meta.get("name", ""),
         "uid": meta.get("uid", ""),
@@ -93,22 +93,23 @@ def pod_spec(job: dict) -> dict:
     return _level(pod_template(job), "spec", f"{_job_path(job)}.template.spec.template")
 
 
-def find_job(spec: dict, name: str) -> dict | None:
+def job_to_edit(spec: dict, name: str) -> dict | None:
+    """The replicated job called `name` of a JobSet spec being built (`trainyard.k8s.find_job` only reads)."""
     return next((j for j in replicated_jobs(spec) if j.get("name") == name), None)
 
 
-def find_job_by_ancestor(spec: dict, ancestor: str) -> dict | None:
+def job_to_edit_by_ancestor(spec: dict, ancestor: str) -> dict | None:
     return next((j for j in replicated_jobs(spec) if ancestor_of(j) == ancestor), None)
 
 
 def find_container(job: dict | None, name: str, include_init: bool = False) -> dict | None:
     if job is None:
         return None
-    for c in containers(job):
+    for c in job_containers(job):
         if c.get("name") == name:
             return c
     if include_init:
-        for c in containers(job, init=True):
+        for c in job_containers(job, init=True):
             if c.get("name") == name:
                 return c
     return None
@@ -116,8 +117,8 @@ def find_container(job: dict | None, name: str, include_init: bool = False) -> d
 
 def all_containers(spec: dict) -> Iterator[dict]:
     for job in replicated_jobs(spec):
-        yield from containers(job, init=True)
-        yield from containers(job)
+        yield from job_containers(job, init=True)
+        yield from job_containers(job)
 
 
 # ---- upserts (order preserving: existing names stay in place, new ones are appended) --------------

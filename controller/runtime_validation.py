@@ -7,6 +7,7 @@ named `node`, still builds as upstream would, but admission WARNS and names the 
 
 from __future__ import annotations
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import InputError
@@ -33,7 +34,7 @@ def validate_runtime(runtime: dict, old: dict | None = None) -> Result:
         return result
     result.errors += [strip_dot(e) for e in validate(runtime_schema(), runtime, "", *([old_rt] if old_rt else []))]
     kind = runtime["kind"]
-    webhook_on = (runtime["metadata"].get("labels") or {}).get(C.LABEL_WEBHOOK_VALIDATION) != "disabled"
+    webhook_on = (runtime["metadata"].get("labels") or {}).get(K.LABEL_WEBHOOK_VALIDATION) != "disabled"
     if webhook_on and (kind == C.CLUSTER_TRAINING_RUNTIME_KIND or old is None):
         result.errors += replicated_job_errors(runtime)
     if kind == C.CLUSTER_TRAINING_RUNTIME_KIND and old is None and is_deprecated(runtime):
@@ -45,19 +46,19 @@ def validate_runtime(runtime: dict, old: dict | None = None) -> Result:
 
 
 def is_deprecated(runtime: dict) -> bool:
-    return ((runtime.get("metadata") or {}).get("labels") or {}).get(C.LABEL_SUPPORT) == C.SUPPORT_DEPRECATED
+    return ((runtime.get("metadata") or {}).get("labels") or {}).get(K.LABEL_SUPPORT) == K.SUPPORT_DEPRECATED
 
 
 def replicated_job_errors(runtime: dict) -> list[FieldError]:
     errors = []
     base = "spec.template.spec.replicatedJobs"
     for i, job in enumerate(runtime_jobs(runtime)):
-        ancestor = k8s.ancestor_of(job)
+        ancestor = K.ancestor_of(job)
         if ancestor not in _ANCESTOR_CONTAINER:
             continue
         if job.get("replicas", 1) != 1:
             errors.append(invalid(f"{base}[{i}].replicas", job.get("replicas"), "always must be 1"))
-        names = [c.get("name") for c in k8s.containers(job)]
+        names = [c.get("name") for c in K.job_containers(job)]
         if _ANCESTOR_CONTAINER[ancestor] not in names:
             errors.append(invalid(f"{base}[{i}].template.spec.template.spec.containers", names,
                                   f"must contain the required container for the ancestor: {ancestor}"))
@@ -68,7 +69,7 @@ def trainer_job_warnings(runtime: dict) -> list[str]:
     """Beyond upstream: say how to fix a runtime whose trainer job TrainJob fields cannot reach."""
     jobs = runtime_jobs(runtime)
     base = "spec.template.spec.replicatedJobs"
-    trainer = next(((i, j) for i, j in enumerate(jobs) if k8s.ancestor_of(j) == C.ANCESTOR_TRAINER), None)
+    trainer = next(((i, j) for i, j in enumerate(jobs) if K.ancestor_of(j) == C.ANCESTOR_TRAINER), None)
     if trainer is None:
         guess = next(((i, j) for i, j in enumerate(jobs) if j.get("name") in (C.NODE, C.LAUNCHER)), None)
         if guess is None and len(jobs) == 1:
@@ -78,13 +79,13 @@ def trainer_job_warnings(runtime: dict) -> list[str]:
         i, job = guess
         where = ""
         pod_labels = ((k8s.pod_template(dict(job)).get("metadata") or {}).get("labels") or {})
-        if pod_labels.get(C.LABEL_ANCESTOR):
+        if pod_labels.get(K.LABEL_ANCESTOR):
             where = " (it is on the pod template; the Job template is where it is read)"
-        return [f'replicatedJob "{job.get("name")}" has no Job-level label {C.LABEL_ANCESTOR}: trainer{where}, so '
+        return [f'replicatedJob "{job.get("name")}" has no Job-level label {K.LABEL_ANCESTOR}: trainer{where}, so '
                 f"TrainJob trainer settings (image, command, numNodes, env, resourcesPerNode) will not reach it; add it "
                 f"under {base}[{i}].template.metadata.labels"]
     i, job = trainer
-    names = [c.get("name") for c in k8s.containers(job)]
+    names = [c.get("name") for c in K.job_containers(job)]
     if C.NODE in names:
         return []
     return [f'the trainer job "{job.get("name")}" has no container named "node" (containers: {", ".join(map(str, names))}), '

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import yaml
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import BuildError, InputError
@@ -22,12 +23,12 @@ def snapshot_name(trainjob: dict) -> str:
 
 def runtime_key(trainjob: dict) -> tuple[str, str]:
     ref = trainjob["spec"]["runtimeRef"]
-    return ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND), ref.get("apiGroup", C.GROUP)
+    return ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND), ref.get("apiGroup", K.TRAINER_GROUP)
 
 
 def check_runtime_kind(trainjob: dict) -> None:
     kind, group = runtime_key(trainjob)
-    if group != C.GROUP or kind not in C.RUNTIME_KINDS:
+    if group != K.TRAINER_GROUP or kind not in C.RUNTIME_KINDS:
         raise BuildError(f"unsupported runtime: {kind}.{group}", "spec.runtimeRef")
 
 

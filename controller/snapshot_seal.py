@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import BuildError
 
-SEAL_ANNOTATION = f"{C.TRAINYARD_DOMAIN}/runtime-snapshot-seal"
+SEAL_ANNOTATION = f"{K.TRAINYARD_DOMAIN}/runtime-snapshot-seal"
 SEAL_SECRET = "trainyard-runtime-snapshot-seal"
 SEAL_SECRET_KEY = "key"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 
+from trainyard import k8s as K
 from . import constants as C
 
 
@@ -130,11 +131,11 @@ def build_status(trainjob: dict, jobset: dict | None, now: str) -> dict:
         jobset = None
     parse_time(now)
     spec = trainjob["spec"]
-    if spec.get("managedBy", C.MANAGED_BY_CONTROLLER) != C.MANAGED_BY_CONTROLLER:
+    if spec.get("managedBy", K.MANAGED_BY_CONTROLLER) != K.MANAGED_BY_CONTROLLER:
         return status
     ref = spec.get("runtimeRef") or {}
-    kind, group = ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND), ref.get("apiGroup", C.GROUP)
-    if group != C.GROUP or kind not in C.RUNTIME_KINDS:
+    kind, group = ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND), ref.get("apiGroup", K.TRAINER_GROUP)
+    if group != K.TRAINER_GROUP or kind not in C.RUNTIME_KINDS:
         set_condition(status, _condition(C.COND_FAILED, "True", C.REASON_RUNTIME_NOT_SUPPORTED,
                                          f"unsupported runtime: {kind}.{group}"), now)
         return status

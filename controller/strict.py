@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from trainyard.k8s import CATALOG_VERSION_LABEL
 from trainyard.k8s import parse_quantity
 
+from trainyard import k8s as K
 from . import constants as C
 from .errors import InputError
 from .inputs import runtime_schema, trainjob_schema
@@ -162,7 +163,7 @@ def catalog_warnings(runtime: dict, catalog: Any) -> list[str]:
     version = labels.get(CATALOG_VERSION_LABEL)
     kind, name = runtime.get("kind"), meta.get("name")
     if catalog is None or not version:
-        if kind == C.TRAINING_RUNTIME_KIND and labels.get(C.LABEL_SUPPORT) == C.SUPPORT_DEPRECATED:
+        if kind == C.TRAINING_RUNTIME_KIND and labels.get(K.LABEL_SUPPORT) == K.SUPPORT_DEPRECATED:
             return [f'TrainingRuntime "{name}" is deprecated; move to a supported runtime (trainyard catalog list)']
         return []
     release = next((r for r in catalog.releases if r.version == version), None)

@@ -36,12 +36,13 @@ from typing import Iterable
 
 from trainyard.k8s import runtime_jobs
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import ValidationError
 from .schema import FieldError
 
-QUEUE = C.VOLCANO_QUEUE_ANNOTATION
+QUEUE = K.VOLCANO_QUEUE_ANNOTATION
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,11 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
     """What a Namespace object says about its tenant (empty policy for a plain namespace)."""
     meta = (namespace or {}).get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    granted = annotations.get(C.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
+    granted = annotations.get(K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
     classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
-    return TenantPolicy(queue=labels.get(C.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
-                        default_priority_class=annotations.get(C.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
-                        catalog_version=labels.get(C.CATALOG_VERSION_LABEL) or None)
+    return TenantPolicy(queue=labels.get(K.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
+                        default_priority_class=annotations.get(K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
+                        catalog_version=labels.get(K.CATALOG_VERSION_LABEL) or None)
 
 
 def namespace_policy(trainjob: dict, objects: Iterable[dict]) -> TenantPolicy:
@@ -103,7 +104,7 @@ def coscheduling_error(namespace: str) -> FieldError:
 def _catalog_pin_errors(trainjob: dict, runtime: dict, policy: TenantPolicy, cluster_objects: list[dict]) -> list[FieldError]:
     """A ClusterTrainingRuntime from another catalog release than the namespace's pin is refused."""
     meta = runtime.get("metadata") or {}
-    release = (meta.get("labels") or {}).get(C.CATALOG_VERSION_LABEL)
+    release = (meta.get("labels") or {}).get(K.CATALOG_VERSION_LABEL)
     if runtime.get("kind") != C.CLUSTER_TRAINING_RUNTIME_KIND or not policy.catalog_version or not release \
             or release == policy.catalog_version:
         return []
@@ -118,7 +119,7 @@ def _catalog_pin_errors(trainjob: dict, runtime: dict, policy: TenantPolicy, clu
 
 
 def selected_priority_class(trainjob: dict) -> str | None:
-    return ((trainjob.get("metadata") or {}).get("labels") or {}).get(C.PRIORITY_CLASS_LABEL) or None
+    return ((trainjob.get("metadata") or {}).get("labels") or {}).get(K.PRIORITY_CLASS_LABEL) or None
 
 
 def _runtime_template(runtime: dict) -> dict:
@@ -144,17 +145,17 @@ def annotation_sources(trainjob: dict, runtime: dict) -> list[tuple[str, dict]]:
 def jobset_annotations(trainjob: dict, runtime: dict) -> dict:
     """Annotations the JobSet will carry: runtime template, spec.annotations, runtimePatches (in order)."""
     out: dict = {}
-    for _, annotations in annotation_sources(trainjob, runtime):
-        out.update(annotations)
+    for _, extra in annotation_sources(trainjob, runtime):
+        out.update(extra)
     return out
 
 
 def queue_origin(trainjob: dict, runtime: dict) -> tuple[str, str] | None:
     """(queue, field naming it) of the queue annotation that wins, or None when nothing names one."""
     found = None
-    for path, annotations in annotation_sources(trainjob, runtime):
-        if QUEUE in annotations:
-            found = (annotations[QUEUE], path if path == "spec.runtimeRef" else f"{path}[{QUEUE}]")
+    for path, named in annotation_sources(trainjob, runtime):
+        if QUEUE in named:
+            found = (named[QUEUE], path if path == "spec.runtimeRef" else f"{path}[{QUEUE}]")
     return found
 
 
@@ -204,7 +205,7 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
     selected = selected_priority_class(trainjob)
     allowed = policy.priority_classes
     if selected is not None:
-        path = f"metadata.labels[{C.PRIORITY_CLASS_LABEL}]"
+        path = f"metadata.labels[{K.PRIORITY_CLASS_LABEL}]"
         if allowed is not None and selected not in allowed:
             errors.append(FieldError(path, "Unsupported value", f"{_supported(allowed)} (the priority classes "
                                      f"namespace {namespace} was granted)", selected))
@@ -216,5 +217,5 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
                 errors.append(FieldError("spec.runtimeRef", "Unsupported value",
                                          f"the runtime's pods use priorityClassName {name!r}, which namespace {namespace} "
                                          f"was not granted; select a granted class with the label "
-                                         f"{C.PRIORITY_CLASS_LABEL} ({_supported(allowed)})", name))
+                                         f"{K.PRIORITY_CLASS_LABEL} ({_supported(allowed)})", name))
     return errors

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 from trainyard.k8s import CLUSTERTRAININGRUNTIMES, TRAINER_GROUP, TRAININGRUNTIMES, resource_name
 from trainyard.k8s import job_pod_spec
 
+from trainyard import k8s as K
 from . import constants as C
 from . import k8s
 from .errors import ControllerError, InputError
@@ -46,11 +47,11 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
     schema_errors = validate(trainjob_schema(), {k: v for k, v in trainjob.items() if k != "status"}, "",
                              *([{k: v for k, v in old_tj.items() if k != "status"}] if old_tj else []))
     result.errors += [strip_dot(e) for e in schema_errors]
-    if trainjob["spec"].get("managedBy", C.MANAGED_BY_CONTROLLER) != C.MANAGED_BY_CONTROLLER:
+    if trainjob["spec"].get("managedBy", K.MANAGED_BY_CONTROLLER) != K.MANAGED_BY_CONTROLLER:
         return result
     ref = trainjob["spec"]["runtimeRef"]
     kind, group = ref.get("kind"), ref.get("apiGroup")
-    if group != C.GROUP or kind not in C.RUNTIME_KINDS:
+    if group != K.TRAINER_GROUP or kind not in C.RUNTIME_KINDS:
         result.errors.append(invalid("spec.runtimeRef", ref, f"unsupported runtime: {kind}.{group}"))
         return result
     if runtime is None:
@@ -87,17 +88,17 @@ def _missing_runtime(kind: str, name: str) -> FieldError:
 def _trainer_unreachable_warnings(trainjob: dict, runtime: dict) -> list[str]:
     if trainjob["spec"].get("trainer") is None:
         return []
-    job = next((j for j in runtime_jobs(runtime) if k8s.ancestor_of(j) == C.ANCESTOR_TRAINER), None)
+    job = next((j for j in runtime_jobs(runtime) if K.ancestor_of(j) == C.ANCESTOR_TRAINER), None)
     if job is not None and k8s.find_container(job, C.NODE) is not None:
         return []
-    return [f"spec.trainer is ignored: runtime {k8s.name_of(runtime)!r} has no job labelled {C.LABEL_ANCESTOR}: trainer "
+    return [f"spec.trainer is ignored: runtime {k8s.name_of(runtime)!r} has no job labelled {K.LABEL_ANCESTOR}: trainer "
             'with a container named "node"; fix the runtime (see the warnings when it is created)']
 
 
 def _initializer_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
     errors = []
     initializer = trainjob["spec"].get("initializer") or {}
-    by_ancestor = {k8s.ancestor_of(j): j for j in runtime_jobs(runtime) if k8s.ancestor_of(j)}
+    by_ancestor = {K.ancestor_of(j): j for j in runtime_jobs(runtime) if K.ancestor_of(j)}
     ref = trainjob["spec"]["runtimeRef"]
     for key, name, config in (("dataset", C.DATASET_INITIALIZER, "datasetConfig"), ("model", C.MODEL_INITIALIZER, "modelConfig")):
         if initializer.get(key) is None:
@@ -172,8 +173,8 @@ def _override_errors(trainjob: dict, runtime: dict) -> list[FieldError]:
                 errors.append(invalid(path, "...", "must not have targetJob that doesn't exist in the runtime job template"))
                 continue
             errors += _container_patch_errors(path, "...", target["name"], override.get("spec") or {}, containers[target["name"]])
-    if C.LABEL_ANCESTOR in (trainjob["spec"].get("labels") or {}):
-        errors.append(invalid(f"spec.labels[{C.LABEL_ANCESTOR}]", trainjob["spec"]["labels"][C.LABEL_ANCESTOR],
+    if K.LABEL_ANCESTOR in (trainjob["spec"].get("labels") or {}):
+        errors.append(invalid(f"spec.labels[{K.LABEL_ANCESTOR}]", trainjob["spec"]["labels"][K.LABEL_ANCESTOR],
                                "must not set the reserved label; it is owned by the runtime"))
     return errors
 
@@ -205,8 +206,8 @@ def _volcano_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) 
     if "volcano" not in ((runtime.get("spec") or {}).get("podGroupPolicy") or {}):
         return []
     errors = []
-    queue = jobset_annotations(trainjob, runtime).get(C.VOLCANO_QUEUE_ANNOTATION)
-    path = f"spec.annotations[{C.VOLCANO_QUEUE_ANNOTATION}]"
+    queue = jobset_annotations(trainjob, runtime).get(K.VOLCANO_QUEUE_ANNOTATION)
+    path = f"spec.annotations[{K.VOLCANO_QUEUE_ANNOTATION}]"
     if queue is not None and queue == "":
         errors.append(invalid(path, queue, "Volcano queue name must not be empty"))
     elif queue and k8s.find_object(cluster_objects, "Queue", queue) is None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from trainyard.k8s import runtime_jobs
+from trainyard import k8s as K
 
-from . import k8s
 from .errors import ControllerError
 from .schema import FieldError
 
@@ -58,7 +58,7 @@ def ml_policy(runtime: dict) -> dict:
 
 def job_containers(runtime: dict) -> dict[str, set]:
     """Replicated job name -> names of its containers and init containers."""
-    return {j.get("name"): {c.get("name") for c in k8s.containers(j) + k8s.containers(j, init=True)}
+    return {j.get("name"): {c.get("name") for c in K.job_containers(j) + K.job_containers(j, init=True)}
             for j in runtime_jobs(runtime)}
 
 

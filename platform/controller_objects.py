@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 from trainyard import k8s as K
-from trainyard.controller.webhook_server import webhook_configuration
+from trainyard.controller.webhook_configuration import webhook_configuration
 from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import ControllerSpec
 from trainyard.toolchain.versions import tool

@@ -19,7 +19,6 @@ from trainyard.platform.stack_model import (  # noqa: F401  (re-exported: compon
     NAMESPACE,
     POD_SECURITY_LEVELS,
     WEBHOOK_CERTIFICATE_SOURCES,
-    CatalogTenant,
     ClusterCapacity,
     ControllerSpec,
     PolicySpec,

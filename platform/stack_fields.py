@@ -1,7 +1,7 @@
 """The stack model's dataclass fields are the stack's keys: each key's name, type and default live on one field.
 
 A field is read from the camelCase of its name (`gpus_per_node` -> `gpusPerNode`); metadata `stack_key("queues")`
-renames it and `DERIVED` marks a value the program fills in itself (ports, the file name) that no stack sets.
+(`trainyard.field_markers`) renames it and `DERIVED` marks a value the program fills in itself (ports, the file name) that no stack sets.
 The parser (`Section`), the unknown-key checks and the Pulumi.yaml test all read the fields, so adding a key to
 the model is the whole change.
 """
@@ -14,17 +14,11 @@ import types
 import typing
 from typing import Any
 
+from trainyard.field_markers import STACK_KEY
 from trainyard.platform.stack_reader import Reader
 
-STACK_KEY = "stack_key"
-DERIVED = {STACK_KEY: None}
 SCALAR_TYPES = (str, int, float, bool)
 _UNSET = object()
-
-
-def stack_key(name: str) -> dict:
-    """Field metadata for a key whose name is not the camelCase of the field's."""
-    return {STACK_KEY: name}
 
 
 def camel_case(name: str) -> str:

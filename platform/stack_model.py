@@ -1,7 +1,7 @@
 """The platform stack configuration as typed, frozen data: the one model of `stacks/Pulumi.<env>.yaml`.
 
 Each field is a stack key (camelCase of its name, see `stack_fields`) and carries its only default; the
-parser (`stack_config`), the catalog CLI (`runtimes.stacks`), the smoke suite and Pulumi.yaml's `config:`
+parser (`stack_config`), the catalog CLI (`platform/catalog_tenants.py`), the smoke suite and Pulumi.yaml's `config:`
 (a unit test compares them) follow it. Kept apart from the parser so components import plain data.
 """
 
@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, Union
+from typing import Union
 
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.queues.volcano_queues import QueueSpec
-from trainyard.platform.stack_fields import DERIVED, stack_key
+from trainyard.field_markers import DERIVED, stack_key
+from trainyard.runtimes.model import CatalogTenant
 
 NAMESPACE = "trainyard"
 """Pulumi's namespace of every key: `trainyard:tenants` in a stack file, `tenants` in Pulumi.yaml."""
@@ -109,18 +110,6 @@ class TenantSpec:
         """The view `trainyard.runtimes` renders TrainingRuntimes for."""
         return CatalogTenant(name=self.name, namespace=self.namespace, catalog_version=self.catalog_version,
                              queue=self.queue.name, priority_class=self.default_priority_class)
-
-
-@dataclass(frozen=True)
-class CatalogTenant:
-    """What the runtime catalog needs of a tenant (`TenantSpec.as_catalog_tenant`): where its TrainingRuntimes
-    go, which release they come from, and the queue and default priority class they are scheduled with."""
-
-    name: str
-    namespace: str
-    catalog_version: str
-    queue: str
-    priority_class: str | None = None
 
 
 @dataclass(frozen=True)

@@ -112,15 +112,3 @@ def locate(problems: list[ConfigProblem], lines: Lines) -> list[ConfigProblem]:
         line = next((lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in lines), None)
         out.append(dataclasses.replace(problem, line=line) if line and not problem.line else problem)
     return out
-
-
-def check_stack_file(path: Path, file: str | None = None, catalog: Any = None) -> list[ConfigProblem]:
-    """Offline `trainyard platform validate`: every problem of one stack file, with lines (no Pulumi, no cluster)."""
-    from trainyard.platform.stack_validation import check_stack
-    from trainyard.runtimes import load_catalog
-
-    source = read_stack_source(path, file)
-    if source.problem:
-        return [source.problem]
-    _, problems = check_stack(source.values, file=source.file, catalog=catalog or load_catalog(), lines=source.lines)
-    return problems

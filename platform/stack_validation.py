@@ -7,6 +7,7 @@ raises them together as one StackConfigError.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from trainyard.controller.feature_gates import parse_feature_gates
@@ -22,7 +23,7 @@ from trainyard.platform.stack_config import (
     parse_stack_config,
     raise_on,
 )
-from trainyard.platform.stack_source import locate
+from trainyard.platform.stack_source import locate, read_stack_source
 from trainyard.queues.priority_classes import MAX_USER_VALUE, PREEMPTION_POLICIES
 from trainyard.queues.resources import over, quantity
 from trainyard.queues.volcano_queues import RESERVED_QUEUES, ordering_problems
@@ -333,3 +334,14 @@ def load_stack(values: Mapping[str, Any], *, file: str, catalog: Catalog | None 
     config, problems = check_stack(values, file=file, catalog=catalog, lines=lines)
     raise_on(problems)
     return config
+
+
+def check_stack_file(path: Path, file: str | None = None, catalog: Any = None) -> list[ConfigProblem]:
+    """Offline `trainyard platform validate`: every problem of one stack file, with lines (no Pulumi, no cluster)."""
+    from trainyard.runtimes.store import load_catalog
+
+    source = read_stack_source(path, file)
+    if source.problem:
+        return [source.problem]
+    _, problems = check_stack(source.values, file=source.file, catalog=catalog or load_catalog(), lines=source.lines)
+    return problems

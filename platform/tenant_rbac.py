@@ -7,7 +7,7 @@ writing runtimes (those are the platform team's, through the stack file). No wil
 from __future__ import annotations
 
 from trainyard.k8s import JOBSET_GROUP, JOBSETS, PODGROUPS, VOLCANO_GROUP
-from trainyard.k8s import TRAINER_GROUP as TRAINER
+from trainyard.k8s import TRAINER_GROUP
 from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import tenant_labels
@@ -22,8 +22,8 @@ def _observe_rules() -> list[dict]:
     """What both roles need to follow their jobs: the JobSets, PodGroups, pods and logs they produce, and the
     quota and defaults they run under (read-only, so "exceeded quota" can be checked against the limits)."""
     return [
-        {"apiGroups": [TRAINER], "resources": ["trainingruntimes"], "verbs": READ},
-        {"apiGroups": [TRAINER], "resources": ["trainjobs/status"], "verbs": ["get"]},
+        {"apiGroups": [TRAINER_GROUP], "resources": ["trainingruntimes"], "verbs": READ},
+        {"apiGroups": [TRAINER_GROUP], "resources": ["trainjobs/status"], "verbs": ["get"]},
         {"apiGroups": [JOBSET_GROUP], "resources": [JOBSETS], "verbs": READ},
         {"apiGroups": [VOLCANO_GROUP], "resources": [PODGROUPS], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
@@ -33,7 +33,7 @@ def _observe_rules() -> list[dict]:
 
 
 def user_rules() -> list[dict]:
-    return [{"apiGroups": [TRAINER], "resources": ["trainjobs"], "verbs": READ + WRITE}, *_observe_rules()]
+    return [{"apiGroups": [TRAINER_GROUP], "resources": ["trainjobs"], "verbs": READ + WRITE}, *_observe_rules()]
 
 
 def admin_rules() -> list[dict]:
@@ -65,7 +65,7 @@ def runtime_reader_cluster_role() -> dict:
     """Shared by all tenants: read ClusterTrainingRuntimes (cluster-scoped, so a ClusterRole is needed)."""
     return {"apiVersion": RBAC, "kind": "ClusterRole",
             "metadata": {"name": RUNTIME_READER, "labels": part_of_trainyard()},
-            "rules": [{"apiGroups": [TRAINER], "resources": ["clustertrainingruntimes"], "verbs": READ}]}
+            "rules": [{"apiGroups": [TRAINER_GROUP], "resources": ["clustertrainingruntimes"], "verbs": READ}]}
 
 
 def render_tenant_rbac(tenant: TenantSpec) -> list[dict]:

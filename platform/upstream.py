@@ -32,7 +32,7 @@ def crds_only(docs: Iterable[dict]) -> list[dict]:
 
 def module_root(tool_name: str, module: str) -> Path:
     """The pinned module's directory (downloads through the go.sum-checked wrapper module if needed)."""
-    from trainyard.toolchain.recipes import module_dir
+    from trainyard.toolchain.modules import module_dir
     from trainyard.toolchain.versions import tool
 
     return module_dir(tool(tool_name), module)

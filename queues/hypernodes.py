@@ -13,7 +13,7 @@ from typing import Iterable
 from trainyard.k8s import RACK_LABEL
 from trainyard.k8s import part_of_trainyard
 
-API_VERSION = "topology.volcano.sh/v1alpha1"
+HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
 RACK_TIER, SPINE_TIER = 1, 2
 
 
@@ -33,7 +33,7 @@ class TopologySpec:
 
 def _hypernode(name: str, tier: int, tier_name: str, members: list[dict]) -> dict:
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": HYPERNODE_API_VERSION,
         "kind": "HyperNode",
         "metadata": {"name": name, "labels": part_of_trainyard()},
         "spec": {"tier": tier, "tierName": tier_name, "members": members},

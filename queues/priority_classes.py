@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from trainyard.k8s import part_of_trainyard
 
-API_VERSION = "scheduling.k8s.io/v1"
+PRIORITY_CLASS_API_VERSION = "scheduling.k8s.io/v1"
 MAX_USER_VALUE = 1_000_000_000
 """Values above this are reserved for system-* classes by the API server."""
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
@@ -23,7 +23,7 @@ class PriorityClassSpec:
 
 def render_priority_class(spec: PriorityClassSpec) -> dict:
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": PRIORITY_CLASS_API_VERSION,
         "kind": "PriorityClass",
         "metadata": {"name": spec.name, "labels": part_of_trainyard()},
         "value": spec.value,

@@ -23,8 +23,8 @@ import yaml
 
 from trainyard.k8s import GPU_RESOURCE
 from trainyard.k8s import part_of_trainyard
-from trainyard.platform.problems import ConfigProblem
-from trainyard.platform.stack_fields import DERIVED
+from trainyard.problems import ConfigProblem
+from trainyard.field_markers import DERIVED
 
 PROFILES = ("gang", "fair-share")
 QUEUE_PLUGINS = ("proportion", "capacity")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from trainyard.k8s import VOLCANO_API_VERSION as API_VERSION
+from trainyard.k8s import VOLCANO_API_VERSION
 from trainyard.queues.resources import as_strings, over
 
 RESERVED_QUEUES = ("root", "default")
@@ -59,4 +59,4 @@ def render_queue(spec: QueueSpec, labels: Mapping[str, str] | None = None) -> di
     metadata: dict = {"name": spec.name}
     if labels:
         metadata["labels"] = dict(labels)
-    return {"apiVersion": API_VERSION, "kind": "Queue", "metadata": metadata, "spec": body}
+    return {"apiVersion": VOLCANO_API_VERSION, "kind": "Queue", "metadata": metadata, "spec": body}

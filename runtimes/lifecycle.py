@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from trainyard.platform.stack_model import CatalogTenant
 from trainyard.runtimes.lock import catalog_drift, lock_entry, with_release
 from trainyard.runtimes.model import (
     CURRENT,
@@ -20,12 +19,12 @@ from trainyard.runtimes.model import (
     SUPPORTED,
     Catalog,
     CatalogError,
+    CatalogTenant,
     Finding,
     Release,
     parse_version,
 )
 from trainyard.runtimes.render import render_release_sources
-from trainyard.runtimes.stacks import pins_of
 
 TODO_CHANGELOG = "TODO: say what changed and why"
 
@@ -168,3 +167,8 @@ __all__ = [
     "retirement_blockers",
     "start_release",
 ]
+
+
+def pins_of(version: str, stacks: Mapping[str, list[CatalogTenant]]) -> list[tuple[str, CatalogTenant]]:
+    """(stack, tenant) pairs whose tenant pins ``version``."""
+    return [(stack, tenant) for stack, tenants in sorted(stacks.items()) for tenant in tenants if tenant.catalog_version == version]

@@ -15,14 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from trainyard.k8s import TRAINER_GROUP as GROUP
+from trainyard.k8s import TRAINER_GROUP
 from trainyard.k8s import VOLCANO_GROUP, jobset_jobs
-from trainyard.platform.stack_model import CatalogTenant
+from trainyard.runtimes.model import CatalogTenant
 from trainyard.problems import Problem
 from trainyard.runtimes.lock import catalog_drift
 from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding
 from trainyard.runtimes.publish import as_tenant_runtime, render_release_runtimes
-from trainyard.runtimes.render import API_VERSION, CLUSTER_KIND
+from trainyard.k8s import TRAINER_API_VERSION
+from trainyard.runtimes.render import CLUSTER_KIND
 from trainyard.runtimes.rules import CATALOG_RULES, check_sdk_describable, replicated_jobs
 from trainyard.runtimes.schema import validate
 
@@ -48,10 +49,10 @@ def runtime_schemas(crds: list[dict]) -> dict[str, Mapping[str, Any]]:
     for crd in crds:
         spec = crd.get("spec") or {}
         kind = (spec.get("names") or {}).get("kind")
-        if spec.get("group") != GROUP or kind not in (CLUSTER_KIND, TENANT_KIND):
+        if spec.get("group") != TRAINER_GROUP or kind not in (CLUSTER_KIND, TENANT_KIND):
             continue
         for version in spec.get("versions") or []:
-            if version.get("name") == API_VERSION.split("/")[1]:
+            if version.get("name") == TRAINER_API_VERSION.split("/")[1]:
                 schemas[kind] = (version.get("schema") or {}).get("openAPIV3Schema") or {}
     return schemas
 
@@ -75,7 +76,7 @@ def load_controller_checks() -> ControllerChecks:
     if missing:
         raise CatalogError(
             Finding(
-                f"trainyard.controller.crds.crd_objects() has no {API_VERSION} openAPIV3Schema for {', '.join(missing)}",
+                f"trainyard.controller.crds.crd_objects() has no {TRAINER_API_VERSION} openAPIV3Schema for {', '.join(missing)}",
                 fix="report the controller bug: catalog lint cannot check runtimes against the CRD without it",
             )
         )
@@ -110,11 +111,11 @@ def sample_trainjob(runtime: dict) -> dict:
     metadata = runtime["metadata"]
     num_nodes = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("numNodes", 1)
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": TRAINER_API_VERSION,
         "kind": "TrainJob",
         "metadata": {"name": "catalog-lint", "namespace": metadata.get("namespace", "catalog-lint"), "uid": "00000000-0000-4000-8000-00000000c47a"},
         "spec": {
-            "runtimeRef": {"apiGroup": GROUP, "kind": runtime["kind"], "name": metadata["name"]},
+            "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": runtime["kind"], "name": metadata["name"]},
             "trainer": {"numNodes": num_nodes},
         },
     }

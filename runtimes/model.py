@@ -134,3 +134,15 @@ class Catalog:
                     fix="restore the directory from version control (released sources are immutable)",
                 )
             ) from None
+
+
+@dataclass(frozen=True)
+class CatalogTenant:
+    """What the runtime catalog needs of a tenant (`TenantSpec.as_catalog_tenant`): where its TrainingRuntimes
+    go, which release they come from, and the queue and default priority class they are scheduled with."""
+
+    name: str
+    namespace: str
+    catalog_version: str
+    queue: str
+    priority_class: str | None = None

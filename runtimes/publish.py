@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from trainyard.platform.stack_model import CatalogTenant
+from trainyard.runtimes.model import CatalogTenant
 from trainyard.runtimes import labels
 from trainyard.runtimes.model import DEPRECATED, PINNABLE_STATUSES, RETIRED, Catalog, CatalogError, Finding, Release
 from trainyard.runtimes.lock import release_drift

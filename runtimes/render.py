@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import jinja2
 
 from trainyard import yaml_input
-from trainyard.k8s import TRAINER_API_VERSION as API_VERSION
+from trainyard.k8s import TRAINER_API_VERSION
 from trainyard.runtimes import labels
 from trainyard.runtimes.model import VALUES_FILE, CatalogError, Finding, ReleaseSources
 
@@ -86,10 +86,10 @@ def render_template(text: str, values: Mapping[str, Any], *, file: str, runtime:
 def _check_identity(obj: dict, *, file: str, runtime: str) -> None:
     """Stable names rest on these: the file stem is the runtime name in every release."""
     problems = []
-    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != CLUSTER_KIND:
+    if obj.get("apiVersion") != TRAINER_API_VERSION or obj.get("kind") != CLUSTER_KIND:
         problems.append(
             Finding(
-                f"must be apiVersion {API_VERSION}, kind {CLUSTER_KIND} (got {obj.get('apiVersion')}, {obj.get('kind')})",
+                f"must be apiVersion {TRAINER_API_VERSION}, kind {CLUSTER_KIND} (got {obj.get('apiVersion')}, {obj.get('kind')})",
                 file=file,
                 runtime=runtime,
                 fix="write templates as ClusterTrainingRuntimes; tenant TrainingRuntimes are derived from them",

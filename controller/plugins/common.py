@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import constants as C
+from trainyard import k8s as K
 from .. import k8s
 from ..info import RuntimeInfo
 
@@ -23,8 +24,8 @@ def trainer_count(info: RuntimeInfo) -> int:
 def runtime_node_resources(info: RuntimeInfo) -> dict | None:
     """Resources of container `node` in the first job named `node` or labelled trainer."""
     for job in k8s.replicated_jobs(info.spec):
-        if job.get("name") == C.NODE or k8s.ancestor_of(job) == C.ANCESTOR_TRAINER:
-            for container in k8s.containers(job):
+        if job.get("name") == C.NODE or K.ancestor_of(job) == C.ANCESTOR_TRAINER:
+            for container in K.job_containers(job):
                 if container.get("name") == C.NODE and container.get("resources") is not None:
                     return container["resources"]
     return None

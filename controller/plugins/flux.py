@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from .. import constants as C
+from trainyard import k8s as K
 from .. import k8s
 from ..errors import BuildError
 from ..info import RuntimeInfo
@@ -238,7 +239,7 @@ def validate(trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError
     for job in k8s.replicated_jobs(((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}):
         if job.get("name") != C.NODE:
             continue
-        for init in k8s.containers(job, init=True):
+        for init in K.job_containers(job, init=True):
             if init.get("name") == INSTALLER:
                 errors.append(FieldError("spec.trainer.initContainers", "Invalid",
                                          "InitContainer 'flux-installer' is reserved", INSTALLER))

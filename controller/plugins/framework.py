@@ -21,10 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterable
-
-if TYPE_CHECKING:
-    from .trainjobstatus import StatusServerConfig
+from typing import Callable, Iterable
 
 KeyGenerator = Callable[[], tuple[bytes, bytes]]
 
@@ -37,6 +34,14 @@ PHASES: dict[str, tuple[str, ...]] = {
     "owned_objects": ("trainjob", "runtime"),
 }
 BUILD_PHASES = ("enforce_ml_policy", "enforce_pod_group_policy", "pre_build", "build")
+
+
+@dataclass(frozen=True)
+class StatusServerConfig:
+    """Where pods reach the status server (`https://host:port`) and the CA that signed its certificate."""
+
+    base_url: str
+    ca_pem: str
 
 
 @dataclass

@@ -8,6 +8,7 @@ is set: the runtime's pod template must carry it.
 from __future__ import annotations
 
 from fractions import Fraction
+from trainyard import k8s as K
 
 from .. import k8s
 from ..info import RuntimeInfo
@@ -40,7 +41,7 @@ def pod_group(info: RuntimeInfo, api_version: str, spec: dict) -> dict:
 
 def pod_group_policy(runtime: dict) -> dict:
     """`spec.podGroupPolicy` of a raw runtime document ({} when absent or malformed)."""
-    return k8s.mapping(k8s.mapping(k8s.mapping(runtime).get("spec")).get("podGroupPolicy"))
+    return K.mapping(K.mapping(K.mapping(runtime).get("spec")).get("podGroupPolicy"))
 
 
 def owned_pod_group(trainjob: dict, runtime: dict, policy: str, api_version: str) -> list[ObjectRef]:

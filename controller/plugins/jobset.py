@@ -9,6 +9,7 @@ conflict-free and `render` shows the real object).
 
 from __future__ import annotations
 
+from trainyard import k8s as K
 from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
@@ -46,7 +47,7 @@ def apply_initializers(info: RuntimeInfo) -> None:
     initializer = info.trainjob["spec"].get("initializer") or {}
     for ancestor, key in ((C.DATASET_INITIALIZER, "dataset"), (C.MODEL_INITIALIZER, "model")):
         for job in k8s.replicated_jobs(info.spec):
-            if k8s.ancestor_of(job) != ancestor:
+            if K.ancestor_of(job) != ancestor:
                 continue
             job["replicas"] = 1
             source = initializer.get(key)
@@ -64,7 +65,7 @@ def apply_trainer(info: RuntimeInfo) -> None:
     trainer = info.trainer
     launcher_as_node = bool(((info.ml_policy or {}).get("mpi") or {}).get("runLauncherAsNode"))
     for job in k8s.replicated_jobs(info.spec):
-        is_trainer = k8s.ancestor_of(job) == C.ANCESTOR_TRAINER
+        is_trainer = K.ancestor_of(job) == C.ANCESTOR_TRAINER
         if is_trainer:
             job["replicas"] = 1
         container = k8s.find_container(job, C.NODE)
@@ -125,7 +126,7 @@ def build_jobset(info: RuntimeInfo) -> dict:
     if info.annotations:
         metadata["annotations"] = dict(info.annotations)
     metadata["ownerReferences"] = [k8s.owner_reference(info.trainjob)]
-    return {"apiVersion": C.JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": info.spec}
+    return {"apiVersion": K.JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": info.spec}
 
 
 def may_apply_jobset(trainjob: dict, existing_jobset: dict | None) -> bool:
@@ -143,4 +144,4 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
 
 
 def owned_objects(trainjob: dict, runtime: dict) -> list[ObjectRef]:
-    return [ObjectRef(C.JOBSET_API_VERSION, "JobSet", k8s.name_of(trainjob))]
+    return [ObjectRef(K.JOBSET_API_VERSION, "JobSet", k8s.name_of(trainjob))]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 
 from .. import constants as C
+from trainyard import k8s as K
 from .. import k8s
 from ..errors import ValidationError
 from ..info import RuntimeInfo
@@ -172,6 +173,6 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
 
 def owned_objects(trainjob: dict, runtime: dict) -> list[ObjectRef]:
     """The SSH Secret: immutable and mounted by running pods, so it is created once and kept."""
-    if "mpi" not in k8s.mapping(k8s.mapping(k8s.mapping(runtime).get("spec")).get("mlPolicy")):
+    if "mpi" not in K.mapping(K.mapping(K.mapping(runtime).get("spec")).get("mlPolicy")):
         return []
     return [ObjectRef("v1", "Secret", k8s.name_of(trainjob) + C.MPI_SSH_SECRET_SUFFIX)]

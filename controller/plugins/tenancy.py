@@ -9,7 +9,7 @@ except that the TrainJob's own `trainyard.dev/priority-class` label still applie
 
 from __future__ import annotations
 
-from .. import constants as C
+from trainyard import k8s as K
 from .. import k8s
 from ..info import RuntimeInfo
 from ..tenancy import namespace_policy, selected_priority_class
@@ -25,7 +25,7 @@ def enforce_pod_group_policy(info: RuntimeInfo, ctx: Context) -> None:
     for job in k8s.replicated_jobs(info.spec):
         pod = k8s.pod_spec(job)
         if policy.queue is not None:
-            pod["schedulerName"] = C.VOLCANO_SCHEDULER_NAME
+            pod["schedulerName"] = K.VOLCANO_SCHEDULER_NAME
         if selected is not None:
             pod["priorityClassName"] = selected
             pod.pop("priority", None)  # the Priority admission plugin resolves it from the class
@@ -39,5 +39,5 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
     if queue is None:
         return
     for group in info.pod_groups:
-        if group["apiVersion"] == C.VOLCANO_PODGROUP_API_VERSION and "queue" not in group["spec"]:
+        if group["apiVersion"] == K.VOLCANO_API_VERSION and "queue" not in group["spec"]:
             group["spec"]["queue"] = queue

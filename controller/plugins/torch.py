@@ -82,7 +82,7 @@ def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
         k8s.upsert_port(container, C.CONTAINER_TRAINER_PORT)
 
     for target in (torch.get("envInjection") or {}).get("targets") or []:
-        job = k8s.find_job(info.spec, target.get("jobName"))
+        job = k8s.job_to_edit(info.spec, target.get("jobName"))
         for name in target.get("containerNames") or []:
             extra = k8s.find_container(job, name, include_init=True)
             if extra is None:

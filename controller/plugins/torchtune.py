@@ -14,6 +14,7 @@ an Int, anything else ("auto", seed-era "gpu") a String.
 from __future__ import annotations
 
 from .. import constants as C
+from trainyard import k8s as K
 from .. import k8s
 from ..schema import FieldError
 
@@ -99,9 +100,9 @@ def runtime_overrides(jobset_spec: dict) -> list[str]:
     """The runtime-owned `key=value` items of the `node` command of every Job labelled trainer."""
     out = []
     for job in k8s.replicated_jobs(jobset_spec):
-        if k8s.ancestor_of(job) != C.ANCESTOR_TRAINER:
+        if K.ancestor_of(job) != C.ANCESTOR_TRAINER:
             continue
-        for container in k8s.containers(job):
+        for container in K.job_containers(job):
             if container.get("name") == C.NODE:
                 out += [item for item in container.get("command") or []
                         if isinstance(item, str) and _config_key(item) in C.TORCHTUNE_IMMUTABLE_CONFIGS]

@@ -9,7 +9,6 @@ exactly these variables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from trainyard.k8s import TRAINER_API_VERSION, TRAINER_GROUP, TRAINJOBS
 
@@ -27,14 +26,6 @@ CA_FILE, TOKEN_FILE = "ca.crt", "token"
 TOKEN_VOLUME = "kubeflow-trainer-token"
 TOKEN_EXPIRY_SECONDS = 3600
 AUDIENCE_PREFIX = TRAINER_GROUP
-
-
-@dataclass(frozen=True)
-class StatusServerConfig:
-    """Where pods reach the status server (`https://host:port`) and the CA that signed its certificate."""
-
-    base_url: str
-    ca_pem: str
 
 
 def status_path(namespace: str, name: str) -> str:
@@ -63,7 +54,7 @@ def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
                                  "expirationSeconds": TOKEN_EXPIRY_SECONDS, "path": TOKEN_FILE}},
         {"configMap": {"name": tls_config_map_name(info.name), "items": [{"key": CA_FILE, "path": CA_FILE}]}},
     ]}}
-    job = k8s.find_job_by_ancestor(info.spec, C.ANCESTOR_TRAINER)
+    job = k8s.job_to_edit_by_ancestor(info.spec, C.ANCESTOR_TRAINER)
     if job is None:
         return
     pod = k8s.pod_spec(job)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import pulumi
 import pulumi_kubernetes as k8s
 
 from trainyard.platform.stack_config import StackConfig

@@ -84,7 +84,7 @@ def field_index() -> dict[str, dict[str, Any]] | None:
     path = index_path()
     if not path.is_file():
         try:
-            from trainyard.toolchain.recipes import module_dir
+            from trainyard.toolchain.modules import module_dir
             from trainyard.toolchain.versions import tool
 
             write_index(module_dir(tool("kubernetes"), "k8s.io/kubernetes"), path)

@@ -174,7 +174,7 @@ def up(stack: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER) ->
 def validate(stack: str, echo: Callable[[str], None] = print, root: Path | None = None) -> int:
     """Print every problem of stacks/Pulumi.<stack>.yaml (file:line, field, fix), offline; 1 on errors."""
     from trainyard.platform.problems import errors_of, warnings_of
-    from trainyard.platform.stack_source import check_stack_file
+    from trainyard.platform.stack_validation import check_stack_file
 
     path = stack_file(stack, root)
     if not path.is_file():

@@ -145,7 +145,7 @@ def test_each_phase_ran_its_own_controller_crds_and_webhooks(run):
     up, ty = run["controllers"]["upstream"], run["controllers"]["trainyard"]
     assert "trainer-controller-manager" in up["argv"] and up["versions"] == ["v1alpha1"] and up["state"] == "upstream"
     assert up["webhooks"] == ["defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org"]
-    assert "trainyard.cli controller run" in ty["argv"] and "v2alpha1" in ty["versions"] and ty["state"] == "trainyard"
+    assert "trainyard.cli.controller run" in ty["argv"] and "v2alpha1" in ty["versions"] and ty["state"] == "trainyard"
     assert ty["webhooks"] == ["trainyard-trainer-validator"]
 
 

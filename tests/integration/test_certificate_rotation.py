@@ -15,7 +15,7 @@ import pytest
 
 from trainyard.cluster import certs, local
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
-from trainyard.controller.webhook_server import webhook_configuration
+from trainyard.controller.webhook_configuration import webhook_configuration
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def test_a_renewed_certificate_is_served_without_a_restart(cluster, tmp_path):
                                {"name": "node", "image": "pytorch/pytorch:2.7.1", "command": ["torchrun", "t.py"]}]}}}}}]}}}})
     table = ProcessTable(tmp_path / "proc")  # a standby replica: it serves admission, the leader reconciles
     table.start(ProcessSpec("rotating-controller", [
-        sys.executable, "-m", "trainyard.cli", "controller", "run",
+        sys.executable, "-m", "trainyard.cli.controller", "run",
         "--kubeconfig", str(local.ClusterPaths.for_name(cluster.name).kubeconfig),
         "--lease-namespace", "trainyard-system", f"--webhook-address=127.0.0.1:{port}", "--cert-dir", str(cert_dir),
         f"--metrics-address=127.0.0.1:{cluster.spec.ports.base + 38}",

@@ -7,7 +7,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive, port_in_use
 

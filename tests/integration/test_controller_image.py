@@ -60,7 +60,7 @@ def test_every_file_the_image_copies_exists(sources, destination):
 
 def test_flux_templates_the_image_copies_exist_in_the_pinned_module():
     from trainyard.toolchain.build import ensure_built
-    from trainyard.toolchain.recipes import module_dir
+    from trainyard.toolchain.modules import module_dir
     from trainyard.toolchain.versions import tool
 
     ensure_built("kubeflow-trainer")
@@ -109,7 +109,7 @@ def image_install(tmp_path_factory) -> Path:
 
 
 def test_the_installed_image_package_is_the_wheel_not_the_checkout(image_install):
-    probe = ("import json, trainyard.controller.manager as m, trainyard.runtimes as r, pathlib;"
+    probe = ("import json, trainyard.controller.runtime.manager as m, trainyard.runtimes as r, pathlib;"
              "print(json.dumps([m.__file__, sorted(p.name for p in (pathlib.Path(r.__file__).parent / 'releases').iterdir())]))")
     out = subprocess.run([str(image_install / "bin" / "python"), "-c", probe], check=True, capture_output=True, text=True)
     manager_file, releases = json.loads(out.stdout)

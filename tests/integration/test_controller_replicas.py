@@ -26,7 +26,7 @@ def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
     ports = cluster.spec.ports
     standby = ProcessTable(tmp_path)  # the second replica is this test's own process
     standby.start(ProcessSpec("standby-controller", [
-        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
+        sys.executable, "-m", "trainyard.cli.controller", "run", "--kubeconfig", str(paths.kubeconfig),
         "--lease-namespace", "trainyard-system", f"--metrics-address=127.0.0.1:{ports.base + 35}",
         f"--health-address=127.0.0.1:{ports.base + 36}"]))
     main = ProcessTable(paths.root)

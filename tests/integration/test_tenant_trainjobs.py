@@ -122,8 +122,8 @@ def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_o
     from kubernetes.client.exceptions import ApiException
 
     from trainyard.cluster.local import user_kubeconfig
-    from trainyard.controller.apiserver import ApiServer
-    from trainyard.controller.webhook_server import make_lookup
+    from trainyard.controller.runtime.apiserver import ApiServer
+    from trainyard.controller.runtime.webhook_server import make_lookup
 
     tenant = tenant_with(cluster, classes)
     try:

@@ -40,7 +40,7 @@ def _pod_view(js: dict) -> tuple[dict, str]:
     return env, volume["projected"]["sources"][0]["serviceAccountToken"]["audience"]
 
 
-def test_training_code_reports_progress_with_the_sdk(cluster, runtime, tmp_path, monkeypatch):
+def test_training_code_reports_progress_with_the_sdk(cluster, runtime, tmp_path, monkeypatch):  # noqa: F811 (fixture)
     ns = cluster.namespace("progress")
     create(cluster, trainjob("tj", ns, runtime, nodes=1, suspend=True))
     env, audience = _pod_view(cluster.wait(lambda: jobset(cluster, "tj", ns), what="the JobSet"))

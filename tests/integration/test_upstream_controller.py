@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 from trainyard.cluster import local
 from trainyard.cluster.local import ClusterError
 from trainyard.cluster.processes import ProcessTable, pid_alive, port_in_use

@@ -228,7 +228,7 @@ def test_paused_leader_is_replaced_and_reconciles_nothing_after(cluster, control
     paths, ports = local.ClusterPaths.for_name(cluster.name), cluster.spec.ports
     standby = ProcessTable(tmp_path)
     standby.start(ProcessSpec("standby", [
-        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
+        sys.executable, "-m", "trainyard.cli.controller", "run", "--kubeconfig", str(paths.kubeconfig),
         "--lease-namespace", "trainyard-system", f"--metrics-address=127.0.0.1:{ports.base + 35}",
         f"--health-address=127.0.0.1:{ports.base + 36}"]))
     ns, rt = cluster.namespace("leader"), runtime(cluster)

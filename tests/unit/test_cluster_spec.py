@@ -121,7 +121,7 @@ def test_local_stack_agrees_with_the_cluster_defaults():
 
 def test_cli_and_stack_deploy_take_their_defaults_from_the_spec():
     from trainyard import stack_deploy
-    from trainyard.cluster import commands
+    from trainyard.cli import cluster as commands
 
     spec = s.ClusterSpec()
     assert (commands.NAME.default, commands.PORT_BASE.default) == (spec.name, spec.port_base)

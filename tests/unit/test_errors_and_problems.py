@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from trainyard.controller.errors import BuildError, ControllerError, InputError, PreflightError, ValidationError
-from trainyard.controller.status_server import InvalidPayload
+from trainyard.controller.runtime.status_server import InvalidPayload
 from trainyard.errors import TrainyardError
 from trainyard.platform.problems import StackConfigError
 from trainyard.problems import ConfigProblem, FieldError, Finding, Problem, WARNING, errors_of, warnings_of

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 from trainyard.paths import repo_root
 
 EXAMPLES = sorted((repo_root() / "examples").glob("*.yaml"))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 from trainyard.cluster import spec as s
 from trainyard.toolchain import recipes
 from trainyard.toolchain.versions import tool

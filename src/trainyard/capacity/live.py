@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from trainyard import k8s as K
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
-from trainyard.controller.apiserver import ApiServer, Resource
+from trainyard.controller.runtime.apiserver import ApiServer, Resource
 from trainyard.errors import TrainyardError
 
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
@@ -24,7 +24,7 @@ QUOTAS = Resource("v1", "ResourceQuota", "resourcequotas")
 QUEUES = Resource(K.VOLCANO_API_VERSION, "Queue", "queues", namespaced=False)
 PODGROUPS = Resource(K.VOLCANO_API_VERSION, "PodGroup", "podgroups")
 HYPERNODES = Resource(f"{K.VOLCANO_TOPOLOGY_GROUP}/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
-TRAINJOBS = Resource(C.API_VERSION, C.TRAINJOB_KIND, "trainjobs")
+TRAINJOBS = Resource(K.TRAINER_API_VERSION, C.TRAINJOB_KIND, "trainjobs")
 
 
 @dataclass
@@ -125,7 +125,7 @@ def dry_run_create(api: ApiServer, obj: dict, resource: Resource) -> str | None:
 
 
 def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
-    from trainyard.controller.reconciler import fetch_runtime as controller_fetch
+    from trainyard.controller.runtime.reconciler import fetch_runtime as controller_fetch
 
     return controller_fetch(api, trainjob)
 
@@ -148,7 +148,7 @@ def admission(api: ApiServer, trainjob: dict, quotas: bool = True) -> tuple[list
     """(errors, warnings) of trainyard's admission webhook for creating `trainjob`, run in process;
     `quotas=False` leaves out its ResourceQuota check (`fit` words that verdict itself)."""
     from trainyard.controller.admission import admission_review_response
-    from trainyard.controller.webhook_server import make_lookup
+    from trainyard.controller.runtime.webhook_server import make_lookup
 
     review = {"request": {"uid": "fit", "kind": {"kind": C.TRAINJOB_KIND}, "operation": "CREATE", "object": trainjob}}
     lookup = make_lookup(api)

@@ -20,7 +20,6 @@ GPU = K.GPU_RESOURCE
 RACK_LABEL = K.RACK_LABEL
 SPINE_LABEL = K.SPINE_LABEL
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-VOLCANO_PODGROUP = K.VOLCANO_API_VERSION
 FINISHED = ("Succeeded", "Failed")
 FULL_POD_GPUS = 8  # "fragmented": free GPUs on nodes that cannot host one pod of this many GPUs
 
@@ -180,7 +179,7 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
 
     `why`: (namespace, PodGroup) -> verdict text for waiting gangs (see `pending_reason`)."""
     why = why or {}
-    pod_groups = [g for g in pod_groups if g.get("apiVersion", VOLCANO_PODGROUP) == VOLCANO_PODGROUP]
+    pod_groups = [g for g in pod_groups if g.get("apiVersion", K.VOLCANO_API_VERSION) == K.VOLCANO_API_VERSION]
     groups = {pod_group_key(g): g for g in pod_groups}
     out: dict[str, QueueUse] = {}
     for q in queues:
@@ -229,7 +228,7 @@ def pending_reason(pod_group: dict, events: Iterable[dict] = ()) -> str:
     """Why a gang waits, from its PodGroup condition and (phase Pending) its Volcano events."""
     from trainyard.controller.gang_pending import gang_pending
 
-    verdict = gang_pending([{"kind": "PodGroup", "apiVersion": VOLCANO_PODGROUP, **pod_group}], events)
+    verdict = gang_pending([{"kind": "PodGroup", "apiVersion": K.VOLCANO_API_VERSION, **pod_group}], events)
     if verdict is None:
         return ""
     if verdict.cause:

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import yaml
@@ -17,98 +17,10 @@ from trainyard import k8s as K
 from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
-from trainyard.errors import TrainyardError
-from trainyard.paths import cache_dir
+from trainyard.cluster import trainer_controllers
+from trainyard.cluster.state import (REQUIRED_TOOLS, ClusterError, ClusterPaths, is_running, kubectl, kwok_env,  # noqa: F401
+                                     read_state, run_logged, tool_binaries)
 from trainyard.toolchain.versions import tool
-
-REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano")
-
-
-class ClusterError(TrainyardError, RuntimeError):
-    """A problem the user can fix; the message says how."""
-
-
-@dataclass(frozen=True)
-class ClusterPaths:
-    root: Path
-
-    @classmethod
-    def for_name(cls, name: str) -> "ClusterPaths":
-        return cls(cache_dir() / "clusters" / name)
-
-    @property
-    def kwok_workdir(self) -> Path:
-        return self.root / "kwok"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig.yaml"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "cluster.json"
-
-    @property
-    def certs(self) -> Path:
-        return self.root / "certs"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def scheduler_conf(self) -> Path:
-        return self.root / "volcano" / "volcano-scheduler.conf"
-
-
-def _binaries() -> dict[str, Path]:
-    missing = [name for name in REQUIRED_TOOLS if not tool(name).is_built()]
-    if missing:
-        raise ClusterError(
-            f"missing tools: {', '.join(missing)}; build them with `trainyard tools build {' '.join(missing)}` "
-            "(or `make tools`)"
-        )
-    out: dict[str, Path] = {}
-    for name in REQUIRED_TOOLS:
-        item = tool(name)
-        for binary in item.binaries:
-            out[binary] = item.path(binary)
-    return out
-
-
-def _env(paths: ClusterPaths, binaries: dict[str, Path]) -> dict[str, str]:
-    """kwokctl looks kubectl up on PATH first: put the pinned one in front."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(binaries["kubectl"].parent), str(binaries["kwokctl"].parent), env.get("PATH", "")])
-    env["KWOK_WORKDIR"] = str(paths.kwok_workdir)
-    env["KWOK_RUNTIME"] = "binary"
-    return env
-
-
-def _run(argv: list[str], env: dict[str, str], what: str, log: Path, input_text: str | None = None) -> str:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, input=input_text)
-    with open(log, "a") as handle:
-        handle.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}\n")
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise ClusterError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}; full output in {log}")
-    return proc.stdout
-
-
-def read_state(name: str) -> dict | None:
-    paths = ClusterPaths.for_name(name)
-    if not paths.state.exists():
-        return None
-    return json.loads(paths.state.read_text())
-
-
-def is_running(name: str) -> bool:
-    state = read_state(name)
-    if not state:
-        return False
-    return port_in_use(state["ports"]["apiserver"])
-
 
 def kubeconfig_document(cluster: str, server: str, ca_file: Path, cert_file: Path, key_file: Path, user: str) -> dict:
     context = f"{user}@{cluster}"
@@ -142,17 +54,9 @@ def user_kubeconfig(name: str, user: str, groups: tuple[str, ...]) -> Path:
     return kubeconfig
 
 
-def kubectl(name: str, *args: str, input_text: str | None = None) -> str:
-    """Run the pinned kubectl against a local cluster."""
-    paths = ClusterPaths.for_name(name)
-    binaries = _binaries()
-    return _run([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], _env(paths, binaries),
-                f"kubectl {' '.join(args[:2])}", paths.logs / "kubectl.log", input_text)
-
-
 def _upstream_manifests() -> dict[str, list[Path]]:
     """CRDs and webhook manifests from the pinned jobset and volcano modules (checked by go.sum)."""
-    from trainyard.toolchain.recipes import module_dir
+    from trainyard.toolchain.modules import module_dir
 
     jobset_dir = module_dir(tool("jobset"), "sigs.k8s.io/jobset")
     volcano_dir = module_dir(tool("volcano"), "volcano.sh/volcano")
@@ -168,7 +72,7 @@ def _kwok_stages(spec: ClusterSpec) -> list[dict]:
     if not spec.timed_pods:
         return []
     from trainyard.cluster import kwok_stages
-    from trainyard.toolchain.recipes import module_dir
+    from trainyard.toolchain.modules import module_dir
 
     return kwok_stages.timed_stages(kwok_stages.read_upstream(module_dir(tool("kwok"), "sigs.k8s.io/kwok")))
 
@@ -204,23 +108,21 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     if is_running(spec.name):
         echo(f"cluster {spec.name!r} is already running (kubeconfig {paths.kubeconfig}); nothing changed")
         return read_state(spec.name) or {}
-    from trainyard.cluster import trainer_controllers  # imports this module
-
-    binaries = _binaries()
+    binaries = tool_binaries()
     trainer_controllers.check_built(spec)
     _check_ports_free(spec)
     if paths.root.exists():  # leftovers of a crashed run: start clean
         down(spec.name, echo=lambda *_: None)
         shutil.rmtree(paths.root, ignore_errors=True)
     paths.root.mkdir(parents=True)
-    env = _env(paths, binaries)
+    env = kwok_env(paths, binaries)
     setup_log = paths.logs / "up.log"
 
     config_file = paths.root / "kwokctl.yaml"
     documents = [cluster_spec.kwokctl_config(spec, binaries), *_kwok_stages(spec)]
     config_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     echo(f"starting control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1:{spec.ports.port('apiserver')}")
-    _run([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),
+    run_logged([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),
           "--kubeconfig", "", "--wait", "120s"], env, "kwokctl create cluster", setup_log)
     generated = paths.kwok_workdir / "clusters" / spec.name / "kubeconfig.yaml"
     shutil.copyfile(generated, paths.kubeconfig)
@@ -232,7 +134,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     paths.state.write_text(json.dumps(state, indent=2))
 
     def kc(*args: str, input_text: str | None = None) -> str:
-        return _run([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], env,
+        return run_logged([str(binaries["kubectl"]), "--kubeconfig", str(paths.kubeconfig), *args], env,
                     f"kubectl {' '.join(args[:2])}", setup_log, input_text)
 
     echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks, "

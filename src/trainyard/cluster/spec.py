@@ -14,7 +14,7 @@ from typing import ClassVar
 from pathlib import Path
 
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.controller.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
+from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
 
 VOLCANO_NAMESPACE = "volcano-system"

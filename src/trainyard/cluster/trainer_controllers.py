@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from trainyard.cluster import certs, local, spec as cluster_spec
-from trainyard.cluster.local import ClusterError, ClusterPaths
+from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster.state import ClusterError, ClusterPaths, kubectl, read_state
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.k8s import TRAINER_GROUP
@@ -54,7 +54,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
                                echo=print) -> None:
     """Install trainyard's CRDs, run its controller as a local process and register its webhook by URL."""
     from trainyard.controller.crds import crd_objects
-    from trainyard.controller.webhook_server import webhook_configuration
+    from trainyard.controller.webhook_configuration import webhook_configuration
 
     echo(f"installing the {TRAINER_GROUP} CRDs and starting trainyard's TrainJob controller")
     crds = crd_objects()
@@ -64,7 +64,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "trainyard-system"}}))
     ports = spec.ports
     table.start(ProcessSpec(PROCESS, [
-        sys.executable, "-m", "trainyard.cli", "controller", "run", "--kubeconfig", str(paths.kubeconfig),
+        sys.executable, "-m", "trainyard.cli.controller", "run", "--kubeconfig", str(paths.kubeconfig),
         "--lease-namespace", "trainyard-system",
         f"--metrics-address=127.0.0.1:{ports.port('controller_metrics')}",
         f"--health-address=127.0.0.1:{ports.port('controller_health')}",
@@ -80,7 +80,8 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
 
 def upstream_manifests() -> dict[str, list[Path]]:
     """Kubeflow Trainer's CRDs and webhook manifests (with their kustomize patches) from the pinned module."""
-    from trainyard.toolchain.recipes import TRAINER_MODULE, module_dir
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.recipes import TRAINER_MODULE
 
     base = module_dir(tool("kubeflow-trainer"), TRAINER_MODULE) / "manifests" / "base"
     return {
@@ -155,7 +156,7 @@ def stop_trainjob_controller(cluster_name: str, timeout: float = 30.0) -> None:
     """Stop a running local cluster's TrainJob controller (whichever runs) and remove both controllers'
     webhook configurations; CRDs and every object stay."""
     paths = ClusterPaths.for_name(cluster_name)
-    state = local.read_state(cluster_name)
+    state = read_state(cluster_name)
     if not state:
         raise ClusterError(f"cluster {cluster_name!r} does not exist")
     table = ProcessTable(paths.root)
@@ -169,7 +170,7 @@ def stop_trainjob_controller(cluster_name: str, timeout: float = 30.0) -> None:
     while port_in_use(port) and time.monotonic() < deadline:
         time.sleep(0.1)
     for kind, name in (item for items in WEBHOOK_CONFIGURATIONS.values() for item in items):
-        local.kubectl(cluster_name, "delete", kind, name, "--ignore-not-found")
+        kubectl(cluster_name, "delete", kind, name, "--ignore-not-found")
 
 
 def switch_trainjob_controller(cluster_name: str, which: str, echo=print, client_limits: tuple[float, int] | None = None
@@ -181,7 +182,7 @@ def switch_trainjob_controller(cluster_name: str, which: str, echo=print, client
     The CRDs are applied by the same field manager, so the other's versions and
     schemas are replaced, not merged.
     """
-    state = local.read_state(cluster_name)
+    state = read_state(cluster_name)
     if not state:
         raise ClusterError(f"cluster {cluster_name!r} does not exist")
     spec = dataclasses.replace(ClusterSpec(**state["spec"]), trainjob_controller=which)  # validates `which`
@@ -192,7 +193,7 @@ def switch_trainjob_controller(cluster_name: str, which: str, echo=print, client
     stop_trainjob_controller(cluster_name)
 
     def kc(*args: str, input_text: str | None = None) -> str:
-        return local.kubectl(cluster_name, *args, input_text=input_text)
+        return kubectl(cluster_name, *args, input_text=input_text)
 
     ca_pem = (paths.certs / "ca.crt").read_bytes()
     start_trainjob_controller(spec, paths, ProcessTable(paths.root), kc, ca_pem, echo)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from trainyard.errors import TrainyardError
-from trainyard.toolchain import recipes
+from trainyard.toolchain import modules, recipes
 from trainyard.toolchain.versions import Tool, all_tools, tool as lookup_tool
 
 
@@ -61,7 +61,7 @@ def build_tool(tool: Tool, on_step: Callable[[str], None] = lambda _: None) -> B
             log.flush()
             if isinstance(step, recipes.GoStep):
                 code = subprocess.run(
-                    ["go", *step.args], cwd=step.cwd or tool.wrapper_dir, env={**recipes.go_env(), **step.env},
+                    ["go", *step.args], cwd=step.cwd or tool.wrapper_dir, env={**modules.go_env(), **step.env},
                     stdout=log, stderr=subprocess.STDOUT,
                 ).returncode
                 if code != 0:

@@ -10,7 +10,6 @@ clients see real versions (v1.36.3, not v0.0.0).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from trainyard.toolchain.modules import module_dir, module_info
 from trainyard.toolchain.versions import Tool
 
 
@@ -45,33 +45,6 @@ class PyStep:
 
 
 Step = GoStep | PyStep
-
-
-def go_env() -> dict[str, str]:
-    """Environment for reproducible offline-friendly builds (no toolchain download, no cgo)."""
-    env = dict(os.environ)
-    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"})
-    return env
-
-
-def module_info(tool: Tool, module_path: str) -> dict:
-    """`go list -m -json` for a module required by the wrapper (Version, Time, Origin)."""
-    out = subprocess.run(
-        ["go", "list", "-m", "-json", module_path],
-        cwd=tool.wrapper_dir, env=go_env(), check=True, capture_output=True, text=True,
-    )
-    return json.loads(out.stdout)
-
-
-def module_dir(tool: Tool, module_path: str) -> Path:
-    """Directory of a pinned module in the module cache, downloading (checked by go.sum) if needed."""
-    subprocess.run(["go", "mod", "download", module_path], cwd=tool.wrapper_dir, env=go_env(), check=True,
-                   capture_output=True, text=True)
-    out = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", module_path],
-        cwd=tool.wrapper_dir, env=go_env(), check=True, capture_output=True, text=True,
-    )
-    return Path(out.stdout.strip())
 
 
 def _commit_and_date(tool: Tool, module_path: str) -> tuple[str, str]:

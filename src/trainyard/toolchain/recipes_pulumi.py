@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 
 from trainyard.toolchain import recipes
-from trainyard.toolchain.recipes import GoStep, PyStep, Step, copy_from_module, module_dir
+from trainyard.toolchain.modules import module_dir
+from trainyard.toolchain.recipes import GoStep, PyStep, Step, copy_from_module
 from trainyard.toolchain.versions import Tool
 
 PULUMI_PKG = "github.com/pulumi/pulumi/pkg/v3"

@@ -43,7 +43,7 @@ def test_fit_and_report_without_any_kubeconfig_say_how_to_point_them_at_a_cluste
     """A fresh shell after `make down`: no $KUBECONFIG, no ~/.kube/config, no local cluster running."""
     from typer.testing import CliRunner
 
-    from trainyard.cli import app
+    from trainyard.cli.main import app
 
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))

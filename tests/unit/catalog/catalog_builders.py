@@ -6,7 +6,7 @@ from pathlib import Path
 
 from trainyard.runtimes.lint import load_controller_checks
 from trainyard.runtimes.lock import empty_lock, lock_entry, with_release
-from trainyard.platform.stack_model import CatalogTenant
+from trainyard.runtimes.model import CatalogTenant
 from trainyard.runtimes.model import Catalog, Release, ReleaseSources
 from trainyard.runtimes.render import render_release_sources
 import trainyard.runtimes

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from catalog_builders import snapshot
-from trainyard.cli import app
+from trainyard.cli.main import app
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from trainyard.controller.admission import validate_runtime
 from trainyard.runtimes.lint import errors, lint_catalog, lint_pins, lint_release, load_controller_checks, runtime_schemas
 from trainyard.runtimes.model import CatalogError, Release
 from trainyard.runtimes.publish import render_release_runtimes
-from trainyard.runtimes.stacks import load_stack_tenants
+from trainyard.platform.catalog_tenants import load_stack_tenants
 from trainyard.runtimes.store import load_catalog
 
 GOOD = TORCH_TEMPLATE.format(name="torch-distributed")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from catalog_builders import SHIPPED
-from trainyard.platform.stack_model import CatalogTenant as Tenant
+from trainyard.runtimes.model import CatalogTenant as Tenant
 from trainyard.runtimes.model import CatalogError
-from trainyard.runtimes.stacks import load_stack_tenants, tenants_from_stack_config
+from trainyard.platform.catalog_tenants import load_stack_tenants, tenants_from_stack_config
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,13 @@ values through the same Click parsing the entry point uses, and (3) every comman
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 import typer
 from typer.models import ParameterInfo
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 from trainyard.paths import repo_root
 
 SOURCE_DIRS = ("src/trainyard", "controller", "runtimes", "platform", "queues")

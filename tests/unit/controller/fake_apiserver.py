@@ -11,7 +11,7 @@ import json
 
 from kubernetes.client.exceptions import ApiException
 
-from trainyard.controller.apiserver import Resource, resource_for
+from trainyard.controller.runtime.apiserver import Resource, resource_for
 
 
 def api_error(status: int, message: str = "") -> ApiException:

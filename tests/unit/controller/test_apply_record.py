@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from trainyard.controller.apiserver import RESOURCES
-from trainyard.controller.apply_record import AppliedAs, digest, still_as_applied
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.apiserver import RESOURCES
+from trainyard.controller.runtime.apply_record import AppliedAs, digest, still_as_applied
+from trainyard.controller.runtime.reconciler import reconcile
 
 from ctl_builders import runtime, trainjob
 from fake_apiserver import FakeApiServer

@@ -6,9 +6,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from trainyard.cli import app
+from trainyard.cli.main import app
 
-from ctl_builders import job, runtime, trainjob
+from ctl_builders import runtime, trainjob
 
 runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames else CliRunner()
 

@@ -6,7 +6,7 @@ import pytest
 
 from trainyard.controller import gang_pending
 from trainyard.controller.gang_pending import GangPending
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.reconciler import reconcile
 
 from ctl_builders import runtime, trainjob
 from fake_apiserver import FakeApiServer

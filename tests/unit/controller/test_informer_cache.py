@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.controller.apiserver import RESOURCES
-from trainyard.controller.cache import CachedReads, Store
-from trainyard.controller.informer import Informer
-from trainyard.controller.manager import is_controlled_by_a_trainjob
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.apiserver import RESOURCES
+from trainyard.controller.runtime.cache import CachedReads, Store
+from trainyard.controller.runtime.informer import Informer
+from trainyard.controller.runtime.manager import is_controlled_by_a_trainjob
+from trainyard.controller.runtime.reconciler import reconcile
 
 from ctl_builders import runtime, trainjob
 from fake_apiserver import FakeApiServer

@@ -12,7 +12,7 @@ from trainyard.controller.admission import validate_trainjob
 from trainyard.controller.build import build_objects
 from trainyard.controller.plugins import REGISTRY, framework
 from trainyard.controller.plugins.framework import PHASES, ObjectRef
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.reconciler import reconcile
 from trainyard.controller.schema import FieldError
 
 from ctl_builders import by_kind, fixed_key, runtime, the_jobset, trainjob

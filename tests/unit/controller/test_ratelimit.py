@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.controller.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS, TokenBucket, client_limiter
+from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS, TokenBucket, client_limiter
 
 
 class SimulatedClock:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from trainyard.controller.errors import BuildError, PreflightError
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.reconciler import reconcile
 from trainyard.controller.snapshot import build_snapshot
 from trainyard.controller.status import find_condition
 

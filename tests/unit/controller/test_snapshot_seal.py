@@ -4,7 +4,7 @@ import pytest
 
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import BuildError
-from trainyard.controller.reconciler import reconcile
+from trainyard.controller.runtime.reconciler import reconcile
 from trainyard.controller.snapshot import build_snapshot
 from trainyard.controller.snapshot_seal import SEAL_ANNOTATION, SnapshotTamperedError, check_seal, seal, sealed
 

@@ -6,8 +6,9 @@ import pytest
 
 from trainyard.controller.build import build_objects
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.controller.plugins.trainjobstatus import StatusServerConfig, status_path, token_audience
-from trainyard.controller.status_server import (
+from trainyard.controller.plugins.framework import StatusServerConfig
+from trainyard.controller.plugins.trainjobstatus import status_path, token_audience
+from trainyard.controller.runtime.status_server import (
     InvalidPayload,
     bearer_token,
     failure,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from trainyard.controller.apiserver import RESOURCES, ApiServer, NotLeader, resource_of_path
+from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, NotLeader, resource_of_path
 
 TRAINJOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": "tj", "namespace": "ns"}, "spec": {}}

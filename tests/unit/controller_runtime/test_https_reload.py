@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from trainyard.cluster.certs import write_serving_pair
-from trainyard.controller.https_server import serve_https
+from trainyard.controller.runtime.https_server import serve_https
 
 
 class Hello(BaseHTTPRequestHandler):

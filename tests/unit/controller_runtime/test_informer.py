@@ -12,8 +12,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from trainyard import k8s as K
-from trainyard.controller.apiserver import RESOURCES
-from trainyard.controller.informer import Informer
+from trainyard.controller.runtime.apiserver import RESOURCES
+from trainyard.controller.runtime.informer import Informer
 
 
 def obj(name: str, rv: str) -> dict:
@@ -94,8 +94,8 @@ def test_the_periodic_resync_relists(monkeypatch):
 def test_a_trainjob_created_now_is_reconciled_before_the_backlog_a_restart_lists():
     """After a restart every TrainJob and child is LISTED; a TrainJob created meanwhile (ADDED) and the
     children events of fresh work go first, as with controller-runtime's priority queue upstream runs."""
-    from trainyard.controller.informer import LISTED
-    from trainyard.controller.manager import Manager, Settings
+    from trainyard.controller.runtime.informer import LISTED
+    from trainyard.controller.runtime.manager import Manager, Settings
 
     manager = Manager(api=SimpleNamespace(), settings=Settings(leader_elect=False))
     for name in ("old-1", "old-2"):

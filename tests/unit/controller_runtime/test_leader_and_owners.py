@@ -4,8 +4,8 @@ import datetime as dt
 
 import pytest
 
-from trainyard.controller.leader import lease_expired
-from trainyard.controller.reconciler import owner_trainjob
+from trainyard.controller.runtime.leader import lease_expired
+from trainyard.controller.runtime.reconciler import owner_trainjob
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -37,7 +37,7 @@ def test_owned_objects_map_to_their_controlling_trainjob(refs, expected):
                                                          (False, 0.0, False)])
 def test_a_leader_paused_past_the_renew_deadline_holds_no_lease(leader, since_renewal, holds):
     """15 s lease -> 10 s renew deadline, by the process's own monotonic clock (it keeps running while paused)."""
-    from trainyard.controller.leader import LeaderElector
+    from trainyard.controller.runtime.leader import LeaderElector
 
     elector = LeaderElector(api=None, namespace="trainyard-system", lease_seconds=15)
     elector.clock = lambda: 1000.0 + since_renewal

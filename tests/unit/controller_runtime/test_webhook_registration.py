@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainyard.controller.webhook_server import VALIDATE_PATH, webhook_configuration
+from trainyard.controller.webhook_configuration import VALIDATE_PATH, webhook_configuration
 
 
 def test_local_cluster_registration_uses_a_loopback_url():

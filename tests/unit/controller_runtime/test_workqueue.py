@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from trainyard.controller.workqueue import WorkQueue
+from trainyard.controller.runtime.workqueue import WorkQueue
 
 
 def test_adding_a_queued_key_coalesces():

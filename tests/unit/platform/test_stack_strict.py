@@ -204,7 +204,7 @@ def test_platform_validate_passes_a_valid_stack_and_reports_warnings(tmp_path):
 def test_platform_validate_through_the_cli_exits_1_on_errors(tmp_path):
     from typer.testing import CliRunner
 
-    from trainyard.cli import app
+    from trainyard.cli.main import app
 
     result = CliRunner().invoke(app, ["platform", "validate", "--stack", "no-such-stack"])
     assert result.exit_code == 1 and "known stacks:" in result.output

@@ -148,7 +148,7 @@ def test_controllers_run_locally_on_a_shared_stack_is_refused(tmp_path, stack):
     empty passphrase, around the guard that asks shared environments for a backend."""
     from pathlib import Path
 
-    from trainyard.platform.stack_source import check_stack_file
+    from trainyard.platform.stack_validation import check_stack_file
 
     root = Path(__file__).resolve().parents[3]
     text = (root / "stacks" / f"Pulumi.{stack}.yaml").read_text()

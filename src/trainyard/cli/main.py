@@ -13,20 +13,20 @@ app = typer.Typer(
 
 def _register() -> None:
     """Each area owns its commands; the CLI only assembles them."""
-    from trainyard.capacity.commands import register as register_capacity
-    from trainyard.cluster.commands import cluster_app, register_top_level
-    from trainyard.controller.commands import register as register_controller
-    from trainyard.controller.run_command import controller_app
-    from trainyard.platform_commands import platform_app
-    from trainyard.runtimes.commands import catalog_app
-    from trainyard.toolchain.commands import tools_app
+    from trainyard.cli.capacity import register as register_capacity
+    from trainyard.cli.catalog import catalog_app
+    from trainyard.cli.cluster import cluster_app, register_top_level
+    from trainyard.cli.controller import controller_app
+    from trainyard.cli.jobs import register as register_jobs
+    from trainyard.cli.platform import platform_app
+    from trainyard.cli.tools import tools_app
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(cluster_app, name="cluster")
     app.add_typer(platform_app, name="platform")
     app.add_typer(catalog_app, name="catalog")
     app.add_typer(controller_app, name="controller")
-    register_controller(app)
+    register_jobs(app)
     register_top_level(app)
     register_capacity(app)
 
@@ -36,7 +36,3 @@ _register()
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":  # `python -m trainyard.cli`, used for local controller processes
-    main()

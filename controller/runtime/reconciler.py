@@ -28,17 +28,19 @@ from typing import Sequence
 
 from trainyard.k8s import resource_version
 
-from . import constants as C
-from . import failures, gang_pending
+from trainyard import k8s as K
+from .. import constants as C
+from .. import failures, gang_pending
+from ..build import build_objects, is_managed_by_us
+from ..errors import ControllerError, PreflightError
+from ..plugins import REGISTRY, framework
+from ..plugins.framework import StatusServerConfig
+from ..snapshot import runtime_key, snapshot_name, stored_runtime_document
+from ..status import build_status, deadline_exceeded, requeue_after_seconds
+from ..tenancy import tenant_runtime_document
+from . import gang_events
 from .apiserver import RESOURCES, ApiServer, resource_for
 from .apply_record import edit_basis
-from .build import build_objects, is_managed_by_us
-from .errors import ControllerError, PreflightError
-from .plugins import REGISTRY, framework
-from .plugins.trainjobstatus import StatusServerConfig
-from .snapshot import runtime_key, snapshot_name, stored_runtime_document
-from .status import build_status, deadline_exceeded, requeue_after_seconds
-from .tenancy import tenant_runtime_document
 
 log = logging.getLogger("trainyard.controller")
 
@@ -83,12 +85,12 @@ def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | No
 def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
     ref = trainjob["spec"].get("runtimeRef") or {}
     kind = ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND)
-    if ref.get("apiGroup", C.GROUP) != C.GROUP or kind not in C.RUNTIME_KINDS:
+    if ref.get("apiGroup", K.TRAINER_GROUP) != K.TRAINER_GROUP or kind not in C.RUNTIME_KINDS:
         return None
     namespace = trainjob["metadata"]["namespace"] if kind == C.TRAINING_RUNTIME_KIND else None
     obj = api.get(RESOURCES[kind], ref.get("name", ""), namespace)
     if obj is not None:
-        obj.setdefault("apiVersion", C.API_VERSION)
+        obj.setdefault("apiVersion", K.TRAINER_API_VERSION)
         obj.setdefault("kind", kind)
     return obj
 
@@ -105,7 +107,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     trainjob = api.get(RESOURCES["TrainJob"], name, namespace)
     if trainjob is None or not is_managed_by_us(trainjob):
         return None
-    trainjob.setdefault("apiVersion", C.API_VERSION)
+    trainjob.setdefault("apiVersion", K.TRAINER_API_VERSION)
     trainjob.setdefault("kind", C.TRAINJOB_KIND)
     snapshot = _get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
     has_snapshot = snapshot is not None
@@ -138,7 +140,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     status = failures.with_failure(build_status(trainjob, jobset, now), failure, now)
     if failure is not None and failures.is_new(trainjob.get("status") or {}, failure):
         api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
-    waiting_gang = gang_pending.report(api, trainjob, existing) if failure is None else None  # as an Event
+    waiting_gang = gang_events.report(api, trainjob, existing) if failure is None else None  # as an Event
     if deadline_exceeded(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
     # status.trainerStatus belongs to the status server (its own field manager): never written back here,
@@ -158,7 +160,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
 
 def _runtime_missing(trainjob: dict, runtime: dict | None, has_snapshot: bool) -> bool:
     kind, group = runtime_key(trainjob)
-    return runtime is None and not has_snapshot and group == C.GROUP and kind in C.RUNTIME_KINDS
+    return runtime is None and not has_snapshot and group == K.TRAINER_GROUP and kind in C.RUNTIME_KINDS
 
 
 def _namespace(api: ApiServer, namespace: str) -> list[dict]:
@@ -200,7 +202,7 @@ def owner_trainjob(obj: dict) -> tuple[str, str] | None:
     """(namespace, name) of the TrainJob controlling an owned object, if any."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("kind") == C.TRAINJOB_KIND and ref.get("controller") and \
-                ref.get("apiVersion", "").startswith(C.GROUP + "/"):
+                ref.get("apiVersion", "").startswith(K.TRAINER_GROUP + "/"):
             return obj["metadata"].get("namespace"), ref["name"]
     return None
 

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .apiserver import RESOURCES, ApiServer
 
-log = logging.getLogger("trainyard.controller.leader")
+log = logging.getLogger("trainyard.controller.runtime.leader")
 
 
 def _now() -> dt.datetime:

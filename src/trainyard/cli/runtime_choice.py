@@ -10,8 +10,8 @@ from pathlib import Path
 
 from trainyard.k8s import VOLCANO_API_VERSION
 
-from . import constants as C
-from .errors import InputError
+from trainyard.controller import constants as C
+from trainyard.controller.errors import InputError
 
 
 def runtime_ref(trainjob: dict) -> tuple[str, str]:
@@ -75,7 +75,8 @@ def _tenant(name: str, version: str, stacks_dir: Path | None):
     import dataclasses
 
     from trainyard.paths import repo_root
-    from trainyard.runtimes import CatalogError, load_stack_tenants
+    from trainyard.platform.catalog_tenants import load_stack_tenants
+    from trainyard.runtimes import CatalogError
 
     try:
         stacks = load_stack_tenants(stacks_dir or repo_root() / "stacks")

@@ -1,4 +1,4 @@
-"""Tenants as the Pulumi stacks declare them (``stacks/Pulumi.<env>.yaml``), read with the platform's parser.
+"""Tenants as the Pulumi stacks declare them (``stacks/Pulumi.<env>.yaml``), as the runtime catalog sees them.
 
 The catalog needs only where each tenant's runtimes go (``CatalogTenant``: name, namespace, pinned
 release, queue, default priority class), so it fails only on problems in those keys and the shape of
@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainyard.platform.stack_config import NAMESPACE, parse_stack_config, stack_values
-from trainyard.platform.stack_model import CatalogTenant
 from trainyard.platform.stack_source import read_stack_source
-from trainyard.runtimes.model import CatalogError, Finding
+from trainyard.runtimes.model import CatalogError, CatalogTenant, Finding
 
 TENANTS_KEY = f"{NAMESPACE}:tenants"
 STACK_GLOB = "Pulumi.*.yaml"
@@ -60,8 +59,3 @@ def load_stack_tenants(stacks_dir: Path | str) -> dict[str, list[CatalogTenant]]
             raise CatalogError(Finding(source.problem.message, file=str(path), fix=source.problem.fix))
         result[stack_name(path)] = _catalog_tenants(source.values, str(path))
     return result
-
-
-def pins_of(version: str, stacks: Mapping[str, list[CatalogTenant]]) -> list[tuple[str, CatalogTenant]]:
-    """(stack, tenant) pairs whose tenant pins ``version``."""
-    return [(stack, tenant) for stack, tenants in sorted(stacks.items()) for tenant in tenants if tenant.catalog_version == version]

@@ -23,12 +23,12 @@ from trainyard import k8s as K
 
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader
 from .cache import CachedReads, Store
-from .errors import ControllerError
+from ..errors import ControllerError
 from .informer import LISTED, Informer
 from .leader import LeaderElector
-from .plugins.trainjobstatus import StatusServerConfig
+from ..plugins.framework import StatusServerConfig
 from .reconciler import owner_trainjob, reconcile
-from .snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
+from ..snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
 from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")

@@ -4,12 +4,11 @@ Rules that CEL in the CRD cannot express (runtime lookup, Volcano queue and Prio
 existence, runtimePatches vs. the JobSet's state, deprecation warnings) are answered here by
 the pure `admission.admission_review_response`; this module only does TLS, HTTP and lookups.
 
-Registration: a ValidatingWebhookConfiguration with rules for trainer.kubeflow.org
-trainjobs/trainingruntimes/clustertrainingruntimes (CREATE, UPDATE) pointing at
-- in a real cluster: the controller's Service (`clientConfig.service`, path below, caBundle of
-  the serving cert), see `webhook_configuration(service=...)`;
+Registration (pure, `controller/webhook_configuration.py`): a ValidatingWebhookConfiguration with rules
+for trainer.kubeflow.org trainjobs/trainingruntimes/clustertrainingruntimes (CREATE, UPDATE) pointing at
+- in a real cluster: the controller's Service (`clientConfig.service`, caBundle of the serving cert);
 - on the local cluster: `clientConfig.url: https://127.0.0.1:<port><path>` (the API server runs
-  on the host and Services have no endpoints there), see `webhook_configuration(url=...)`.
+  on the host and Services have no endpoints there).
 """
 
 from __future__ import annotations
@@ -20,40 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kubernetes.client.exceptions import ApiException
 
-from trainyard import k8s as K
-
-from .admission import admission_review_response
+from ..admission import admission_review_response
+from ..webhook_configuration import VALIDATE_PATH
 from .apiserver import RESOURCES, ApiServer
 from .https_server import serve_https
 
 log = logging.getLogger("trainyard.controller.webhook")
-
-VALIDATE_PATH = f"/validate-{K.TRAINER_GROUP.replace('.', '-')}-{K.TRAINER_VERSION}"
-RESOURCES_VALIDATED = (K.TRAINJOBS, K.TRAININGRUNTIMES, K.CLUSTERTRAININGRUNTIMES)
-CONFIGURATION_NAME = "trainyard-trainer-validator"
-
-
-def webhook_configuration(ca_bundle_b64: str, url: str | None = None, service: dict | None = None) -> dict:
-    """The ValidatingWebhookConfiguration that routes trainer.kubeflow.org writes to this server."""
-    if bool(url) == bool(service):
-        raise ValueError("give exactly one of url (local cluster) or service (in-cluster)")
-    client_config: dict = {"caBundle": ca_bundle_b64}
-    if url:
-        client_config["url"] = url.rstrip("/") + VALIDATE_PATH
-    else:
-        client_config["service"] = {**service, "path": VALIDATE_PATH}
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME},
-        "webhooks": [{
-            "name": "validator.trainer.trainyard.dev",
-            "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
-            "timeoutSeconds": 10, "clientConfig": client_config,
-            "rules": [{"apiGroups": [K.TRAINER_GROUP], "apiVersions": ["*"],
-                       "operations": ["CREATE", "UPDATE"], "resources": list(RESOURCES_VALIDATED),
-                       "scope": "*"}],
-        }],
-    }
 
 
 def make_lookup(api: ApiServer):

@@ -17,13 +17,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from trainyard.platform.stack_model import CatalogTenant
+from trainyard.runtimes.model import CatalogTenant
 from trainyard.runtimes import lifecycle, store
 from trainyard.runtimes.diff import diff_releases, format_changes
 from trainyard.runtimes.lint import errors, lint_catalog, lint_release, load_controller_checks
 from trainyard.runtimes.model import DRAFT, RETIRED, Catalog, CatalogError, Finding
 from trainyard.runtimes.publish import cluster_runtimes_of, render_release_runtimes, tenant_runtimes_of
-from trainyard.runtimes.stacks import load_stack_tenants
+from trainyard.platform.catalog_tenants import load_stack_tenants
 
 STACKS_DIR_ENV = "TRAINYARD_STACKS_DIR"
 _META_KEY = "trainyard.runtimes.options"

@@ -24,9 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from trainyard.errors import TrainyardError
 from trainyard.k8s import TRAINER_API_VERSION, TRAINJOBS
 
-from . import constants as C
+from trainyard import k8s as K
+from .. import constants as C
 from .https_server import serve_https
-from .plugins.trainjobstatus import token_audience
+from ..plugins.trainjobstatus import token_audience
 
 log = logging.getLogger("trainyard.status")
 
@@ -108,7 +109,7 @@ def parse_update(body: bytes) -> dict:
 
 
 def status_apply_body(namespace: str, name: str, update: dict) -> dict:
-    return {"apiVersion": C.API_VERSION, "kind": C.TRAINJOB_KIND, "metadata": {"name": name, "namespace": namespace},
+    return {"apiVersion": K.TRAINER_API_VERSION, "kind": C.TRAINJOB_KIND, "metadata": {"name": name, "namespace": namespace},
             "status": {"trainerStatus": update["trainerStatus"]}}
 
 

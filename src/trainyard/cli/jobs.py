@@ -20,17 +20,18 @@ import yaml
 from trainyard import yaml_input
 from trainyard.errors import TrainyardError
 
-from . import constants as C
-from . import k8s
-from .admission import validate_runtime, validate_trainjob
-from .build import build_objects
-from .errors import ControllerError, InputError
-from .inputs import load_runtime, load_trainjob
+from trainyard.controller import constants as C
+from trainyard.controller import k8s
+from trainyard.controller.admission import validate_runtime, validate_trainjob
+from trainyard.controller.build import build_objects
+from trainyard.controller.errors import ControllerError, InputError
+from trainyard.controller.inputs import load_runtime, load_trainjob
+from trainyard.controller.schema import FieldError
+from trainyard.controller.strict import strict_problems
+from trainyard.controller.plugins.framework import StatusServerConfig
+from trainyard.controller.status import build_status
+
 from .runtime_choice import catalog_runtime, pick_runtime
-from .schema import FieldError
-from .strict import strict_problems
-from .plugins.trainjobstatus import StatusServerConfig
-from .status import build_status
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2

@@ -1,0 +1,81 @@
+"""`trainyard fit`'s checks against the live platform, in order: admission, runtime, build, quota, dry-run
+create, queue, priority, placement. Returns the printed lines and the exit code; the command only prints."""
+
+from __future__ import annotations
+
+from trainyard import k8s as K
+from trainyard.controller.build import build_objects
+from trainyard.controller.errors import ControllerError
+
+from . import live
+from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
+from .model import nodes_from, number, pending_reason, pod_group_key, queue_uses
+
+EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
+
+
+def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
+    """The printed lines and the exit code."""
+    api = live.connect(kubeconfig)
+    ns, name = trainjob["metadata"]["namespace"], trainjob["metadata"].get("name", "")
+    lines = [f"TrainJob {ns}/{name}"]
+    errors, warnings = live.admission(api, trainjob, quotas=False)
+    lines += [f"  warning: {w}" for w in warnings]
+    if errors:
+        return lines + [f"refused: admission: {e}" for e in errors], EXIT_REFUSED
+    runtime = live.fetch_runtime(api, trainjob)
+    if runtime is None:
+        ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+        return lines + [f"refused: runtime {ref.get('kind', 'ClusterTrainingRuntime')} {ref.get('name')} not found"], \
+            EXIT_REFUSED
+    try:
+        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns))
+        gang = gang_from_objects(objects)
+    except (ControllerError, ValueError) as err:
+        return lines + [f"refused: the controller cannot build it: {err}"], EXIT_REFUSED
+    topology = f", networkTopology {gang.topology}" if gang.topology else ""
+    gang_line = (f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, "
+                 f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}")
+    snap = live.snapshot(api, ns)
+    never = check_quota(gang, snap.quotas)
+    if never is not None and never.outcome == REFUSED:  # admission refuses it at create in these words
+        return lines + [gang_line, never.line], exit_code(never)
+    refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
+    if refusal:
+        return lines + [f"refused: the API server: {refusal}"], EXIT_REFUSED
+    lines.append("ok: admitted (trainyard admission; server-side dry-run create: RBAC, webhooks, quota on TrainJobs)")
+    group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
+    if group is not None and group.get("apiVersion") == live.PODGROUPS.api_version:
+        refusal = live.dry_run_create(api, group, live.PODGROUPS)
+        if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
+            return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
+    lines.append(gang_line)
+    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
+    queues = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
+    nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
+    verdicts = fit(gang, snap.quotas, queues, nodes)
+    final = verdicts[-1]
+    passed = {"quota": "ok: quota", "queue": "ok: queue"}
+    for check in ("quota", "queue") if gang.in_volcano else ("quota",):
+        if final.check == check:
+            break
+        lines.append(passed[check] + _queue_note(check, gang, queues))
+    if final.check != "quota" and gang.in_volcano:
+        lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), live.priority_values(api)))
+    lines.append(final.line)
+    return lines, exit_code(final)
+
+
+def _queue_note(check: str, gang, queues) -> str:
+    if check != "queue":
+        return ""
+    queue = queues.get(gang.queue or "default")
+    gpus = (queue.capability.get(K.GPU_RESOURCE) if queue else None)
+    if queue is None or gpus is None:
+        return ""
+    return (f" {queue.name}: capability {K.GPU_RESOURCE} {number(gpus)}, allocated "
+            f"{number(queue.allocated.get(K.GPU_RESOURCE, 0))}, this job needs {number(gang.total.get(K.GPU_RESOURCE, 0))}")
+
+
+def _resources(values: dict) -> str:
+    return ", ".join(f"{k} {number(v)}" for k, v in sorted(values.items())) or "no requests"

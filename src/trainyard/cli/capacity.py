@@ -1,0 +1,96 @@
+"""`trainyard fit` and `trainyard report`: the live platform's answer for one TrainJob, and its capacity report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from kubernetes.client.exceptions import ApiException
+
+from trainyard import yaml_input
+from trainyard.capacity.fit_check import EXIT_REFUSED, run_fit
+from trainyard.errors import TrainyardError
+
+# The commands are defined on this group and added to the top-level app by `register` (top-level commands).
+capacity_commands = typer.Typer()
+
+
+def _load_trainjob(path: Path) -> dict:
+    try:
+        docs = [d for d in yaml_input.load_all(yaml_input.read_text(path), str(path)) if isinstance(d, dict)]
+    except yaml_input.YamlInputError as err:
+        raise typer.BadParameter(str(err)) from None
+    found = [d for d in docs if d.get("kind") == "TrainJob"]
+    if len(found) != 1:
+        raise typer.BadParameter(f"{path}: expected exactly one TrainJob, found {len(found)}")
+    return found[0]
+
+
+def _api_error(exc: ApiException) -> str:
+    from trainyard.capacity.live import _message
+
+    return _message(exc)
+
+
+@capacity_commands.command("fit")
+def fit_command(
+    trainjob_file: Path = typer.Argument(..., help="the TrainJob YAML to try"),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="default: the file's, else 'default'"),
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="default: $KUBECONFIG / ~/.kube/config"),
+    output: str = typer.Option("text", "--output", "-o", help="text or json"),
+) -> None:
+    """Dry-run a TrainJob against the live platform: admitted? queue room? does the gang fit the free GPUs now?
+
+    Nothing is written (server-side dry-run only). Prints the checks in order and the first blocking reason;
+    exit 0 if it would run now, 1 if it would wait, 2 if it would be refused."""
+    trainjob = _load_trainjob(trainjob_file)
+    trainjob.setdefault("metadata", {})
+    trainjob["metadata"]["namespace"] = namespace or trainjob["metadata"].get("namespace") or "default"
+    try:
+        lines, code = run_fit(trainjob, kubeconfig)
+    except TrainyardError as err:
+        typer.echo(f"Error: {err}", err=True)
+        raise typer.Exit(EXIT_REFUSED)
+    except ApiException as exc:
+        typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
+        raise typer.Exit(EXIT_REFUSED)
+    if output == "json":
+        typer.echo(json.dumps({"exitCode": code, "checks": lines}, indent=2))
+    else:
+        for line in lines:
+            typer.echo(line)
+    raise typer.Exit(code)
+
+
+@capacity_commands.command("report")
+def report_command(
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="default: $KUBECONFIG / ~/.kube/config"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write index.html, report.json and plots here"),
+) -> None:
+    """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas."""
+    from trainyard.capacity import live
+    from trainyard.capacity.report import build_report, render_text
+
+    try:
+        snap = live.snapshot(live.connect(kubeconfig))
+    except TrainyardError as err:
+        typer.echo(f"Error: {err}", err=True)
+        raise typer.Exit(2)
+    except ApiException as exc:
+        typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
+        raise typer.Exit(2)
+    report = build_report(snap)
+    typer.echo(render_text(report))
+    if out is not None:
+        from trainyard.capacity.html import write_html
+
+        path = write_html(report, out)
+        typer.echo(f"\nwrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `fit` and `report` as top-level commands of the trainyard CLI."""
+    for info in capacity_commands.registered_commands:
+        app.registered_commands.append(info)

@@ -1,0 +1,61 @@
+"""`trainyard controller run`: the TrainJob controller process (also the container entrypoint).
+
+Local clusters start it as `python -m trainyard.cli.controller run ...`, which imports this module and the
+controller runtime, not every command of the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
+from trainyard.controller.runtime.run_command import RunOptions, UsageError, run
+
+controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
+                             no_args_is_help=True)
+DEFAULTS = RunOptions()
+
+
+@controller_app.callback()
+def controller_group() -> None:
+    """trainyard's TrainJob controller (Kubeflow Trainer v2 compatible)."""
+
+
+@controller_app.command("run")
+def run_command(
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="Default: in-cluster, then ~/.kube/config."),
+    workers: int = typer.Option(DEFAULTS.workers, help="Concurrent reconciles (upstream default 5)."),
+    leader_elect: bool = typer.Option(DEFAULTS.leader_elect, "--leader-elect/--no-leader-elect"),
+    lease_namespace: str = typer.Option(DEFAULTS.lease_namespace, help="Namespace of the leader-election Lease."),
+    metrics_address: str = typer.Option(DEFAULTS.metrics_address, help="host:port of the Prometheus endpoint."),
+    health_address: str = typer.Option(DEFAULTS.health_address, help="host:port of /healthz and /readyz."),
+    webhook_address: Optional[str] = typer.Option(None, help="host:port to serve admission webhooks on (HTTPS)."),
+    cert_dir: Optional[str] = typer.Option(None, help="Directory with tls.crt and tls.key for the webhook server."),
+    feature_gates: str = typer.Option("", "--feature-gates",
+                                      help="Comma-separated Name=true|false; known: TrainJobStatus (alpha, off)."),
+    status_address: str = typer.Option(DEFAULTS.status_address, help="host:port of the status server (TrainJobStatus)."),
+    status_url: Optional[str] = typer.Option(None, help="https://host:port pods use to reach the status server "
+                                             "(TrainJobStatus; e.g. https://<service>.<namespace>.svc:10443)."),
+    kube_api_qps: float = typer.Option(UPSTREAM_QPS, help="Client-side requests per second to the API server "
+                                       "(upstream's clientConnection.qps default); negative: no limit."),
+    kube_api_burst: int = typer.Option(UPSTREAM_BURST, help="Requests allowed above the qps after a quiet spell "
+                                       "(upstream's clientConnection.burst default)."),
+    log_level: str = typer.Option(DEFAULTS.log_level),
+) -> None:
+    """Run the controller until SIGTERM."""
+    options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
+                         lease_namespace=lease_namespace, metrics_address=metrics_address,
+                         health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
+                         feature_gates=feature_gates, status_address=status_address, status_url=status_url,
+                         kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level)
+    try:
+        run(options)
+    except UsageError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2)
+
+
+if __name__ == "__main__":
+    controller_app()
