@@ -28,6 +28,7 @@ from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.controller.build import build_objects
+from trainyard.stats import percentile
 from trainyard.toolchain.build import ensure_built
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,11 +48,6 @@ def trainjob(name: str, namespace: str) -> dict:
     return {"apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"runtimeRef": {"name": "bench-torch"}, "suspend": True, "trainer": {"numNodes": 2}}}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def bench_controller(cluster: ClusterSpec, count: int) -> dict:
@@ -106,8 +102,8 @@ def bench_controller(cluster: ClusterSpec, count: int) -> dict:
         "trainjobs": count, "completed": len(latencies),
         "create_seconds": round(create_seconds, 2),
         "trainjobs_per_second": round(len(latencies) / (finished - started), 1),
-        "latency_p50_seconds": round(percentile(latencies, 0.5), 3) if latencies else None,
-        "latency_p99_seconds": round(percentile(latencies, 0.99), 3) if latencies else None,
+        "latency_p50_seconds": round(percentile(latencies, 50) or 0, 3) if latencies else None,
+        "latency_p99_seconds": round(percentile(latencies, 99) or 0, 3) if latencies else None,
         "controller_peak_rss_mib": round(rss_kib / 1024, 1),
     }
 

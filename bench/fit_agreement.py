@@ -26,6 +26,7 @@ from trainyard.platform.stack_config import TenantGroups, TenantQuota, TenantSpe
 from trainyard.platform.tenant_bundle import shared_bundle, tenant_bundle
 from trainyard.queues.hypernodes import TopologySpec, racks_from_node_labels, render_hypernodes
 from trainyard.queues.volcano_queues import QueueSpec
+from trainyard.waiting import wait_for
 
 SPEC = ClusterSpec(name="trainyard-fitbench", port_base=27800, feature_gates="TrainJobStatus=false")
 FITS, WAITS, REFUSED = "fits", "waits", "refused"
@@ -155,7 +156,7 @@ class Bench:
     def setup(self, shared: bool = True) -> None:
         """`shared`: also the policies every tenant shares and the HyperNodes (a cluster of the bench's own);
         on a cluster whose platform already has them, leave them to it."""
-        self._wait(self._quota_counts_custom_resources, 180, "the quota controller counting TrainJobs")
+        wait_for(self._quota_counts_custom_resources, 180, "the quota controller counting TrainJobs", 0.5)
         objects = platform_objects(self.platform)
         if shared:
             nodes = [self.sanitize(n) for n in self.core.list_node().items]
@@ -164,8 +165,8 @@ class Bench:
         self.created = objects
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", obj=objects)
         for name in self.platform.tenants:
-            self._wait(lambda n=name: self._policies_in_effect(n) and self._quotas_synced(n), 120,
-                       f"the admission policies and quotas of {name}")
+            wait_for(lambda n=name: self._policies_in_effect(n) and self._quotas_synced(n), 120,
+                     f"the admission policies and quotas of {name}", 0.5)
 
     def teardown(self) -> None:
         """Delete what `setup` created (tenant namespaces with everything in them)."""
@@ -185,12 +186,11 @@ class Bench:
         self.kubectl("apply", "-f", "-", obj={"apiVersion": "v1", "kind": "ResourceQuota",
                                               "metadata": {"name": name, "namespace": "quota-probe"},
                                               "spec": {"hard": {key: "100"}}})
-        for _ in range(10):
+        def counted() -> bool:
             status = self.core.read_namespaced_resource_quota(name, "quota-probe").status
-            if status and key in (status.used or {}):
-                return True
-            time.sleep(0.5)
-        return False
+            return bool(status and key in (status.used or {}))
+
+        return wait_for(counted, 5, f"quota {name} counting TrainJobs", 0.5, error=None)
 
     def _quotas_synced(self, ns: str) -> bool:
         return all(q.status and q.status.hard == q.spec.hard and set(q.status.used or {}) >= set(q.spec.hard)
@@ -216,11 +216,11 @@ class Bench:
                 "spec": {"replicas": LOAD_PODS, "selector": {"matchLabels": {"app": "load"}}, "template": {
                     "metadata": {"labels": {"app": "load"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {K.GPU_RESOURCE: "8"}}}]}}}})
-            self._wait(lambda: len([p for p in self._pods(ns, "app=load") if p.status.phase == "Running"]) == LOAD_PODS, 90,
-                       "the load running")
+            wait_for(lambda: len([p for p in self._pods(ns, "app=load") if p.status.phase == "Running"]) == LOAD_PODS,
+                     90, "the load running", 0.5)
         else:
             self.kubectl("delete", "deployment", "load", "-n", ns, "--wait=true")
-            self._wait(lambda: not self._pods(ns, "app=load"), 90, "the load gone")
+            wait_for(lambda: not self._pods(ns, "app=load"), 90, "the load gone", 0.5)
         self.loaded = on
 
     def run(self, case: Case, name: str) -> tuple[str, str, list[str]]:
@@ -239,8 +239,8 @@ class Bench:
             return verdict, self.observe(case.tenant, name, self._pod_count(lines)), lines
         finally:
             self.kubectl("delete", "trainjob", name, "-n", case.tenant, "--wait=true", "--timeout=120s")
-            self._wait(lambda: not self._pods(case.tenant, f"jobset.sigs.k8s.io/jobset-name={name}"), 120,
-                       f"the pods of {name} gone")
+            wait_for(lambda: not self._pods(case.tenant, f"jobset.sigs.k8s.io/jobset-name={name}"), 120,
+                     f"the pods of {name} gone", 0.5)
 
     @staticmethod
     def _pod_count(lines: list[str]) -> int:
@@ -249,8 +249,10 @@ class Bench:
 
     def observe(self, ns: str, name: str, pods: int, timeout: float = 60, settle: float = 4) -> str:
         """placed when every pod is bound; waiting once a reason was given and, `settle` s later, none is."""
-        deadline, reason_at = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
+        reason_at: float | None = None
+
+        def outcome() -> str | None:
+            nonlocal reason_at
             bound = [p for p in self._pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}") if p.spec.node_name]
             if len(bound) >= pods:
                 return PLACED
@@ -258,8 +260,9 @@ class Bench:
                 reason_at = time.monotonic()
             if reason_at is not None and not bound and time.monotonic() - reason_at >= settle:
                 return WAITING
-            time.sleep(0.5)
-        return UNKNOWN
+            return None
+
+        return wait_for(outcome, timeout, f"the verdict on {name} to play out", 0.5, error=None) or UNKNOWN
 
     def _reason_given(self, ns: str, name: str) -> bool:
         """The controller's failure condition, a PodGroup condition or Warning event, or a pod Volcano marked."""
@@ -279,15 +282,6 @@ class Bench:
 
     def _pods(self, ns: str, selector: str) -> list:
         return self.core.list_namespaced_pod(ns, label_selector=selector).items
-
-    @staticmethod
-    def _wait(predicate, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.5)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def tally(results: list[tuple[Case, str, str, list[str]]]) -> dict:

@@ -38,9 +38,11 @@ from trainyard import k8s as K
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.stats import percentile
 from trainyard.cluster.trainer_controllers import PROCESS, stop_trainjob_controller, switch_trainjob_controller
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.toolchain.build import ensure_built
+from trainyard.waiting import wait_for
 
 GROUP, VERSION = K.TRAINER_GROUP, K.TRAINER_VERSION
 # TrainJobStatus off for both: upstream cannot serve it out of cluster, and it adds a ConfigMap per TrainJob.
@@ -73,13 +75,6 @@ def runtime(namespace: str) -> dict:
 def trainjob(name: str, namespace: str) -> dict:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": name, "namespace": namespace},
             "spec": {"runtimeRef": {"name": "bench-volcano", "kind": "TrainingRuntime"}, "suspend": True}}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 class Clients:
@@ -183,13 +178,11 @@ class ChildWatch:
                 self.done[name] = now
 
     def wait(self, names: list[str], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def all_done() -> bool:
             with self.lock:
-                if all(n in self.done for n in names):
-                    return True
-            time.sleep(0.2)
-        return False
+                return all(n in self.done for n in names)
+
+        return wait_for(all_done, timeout, f"the children of {len(names)} TrainJobs", 0.2, error=None)
 
 
 def create_all(clients: Clients, namespace: str, names: list[str], threads: int = 8) -> None:
@@ -209,12 +202,13 @@ def write_ceiling(clients: Clients, seconds: float = 10.0, threads: int = 8) -> 
     """Small ConfigMap creates per second the API server sustains from 8 threads."""
     _, _, core = clients.new()
     core.create_namespace({"metadata": {"name": "sbs-ceiling"}})
-    stop_at = time.monotonic() + seconds
+    stop = threading.Event()
+    threading.Timer(seconds, stop.set).start()  # the writers' time box
     counts = [0] * threads
 
     def writer(index: int) -> None:
         _, _, api = clients.new()
-        while time.monotonic() < stop_at:
+        while not stop.is_set():
             api.create_namespaced_config_map("sbs-ceiling", {"metadata": {"name": f"c-{index}-{counts[index]}"},
                                                              "data": {"k": "v"}})
             counts[index] += 1
@@ -242,11 +236,9 @@ def clean_up(custom, core, namespace: str) -> None:
     """TrainJobs first, then the namespace: the namespace controller, racing the next run's CRD switch, can
     finish a namespace while TrainJobs are left in etcd, and the next controller would reconcile them."""
     custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs")
-    deadline = time.monotonic() + 300
-    while custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs")["items"]:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"TrainJobs in {namespace} were not deleted within 300 s")
-        time.sleep(1)
+    if not wait_for(lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs")["items"],
+                    300, f"the TrainJobs in {namespace} deleted", 1, error=None):
+        raise RuntimeError(f"TrainJobs in {namespace} were not deleted within 300 s")
     core.delete_namespace(namespace)
 
 
@@ -291,8 +283,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
         "controller": which, "limits": "unlimited" if unlimited else "shipped (qps 50, burst 100)",
         "drained": drained, "drain_seconds": round(drain_seconds, 1),
         "trainjobs_per_second": round(len(curve) / drain_seconds, 1) if drain_seconds > 0 else None,
-        "stream_p50_ms": round(1000 * percentile(latencies, 0.5), 1) if latencies else None,
-        "stream_p99_ms": round(1000 * percentile(latencies, 0.99), 1) if latencies else None,
+        "stream_p50_ms": round(1000 * (percentile(latencies, 50) or 0), 1) if latencies else None,
+        "stream_p99_ms": round(1000 * (percentile(latencies, 99) or 0), 1) if latencies else None,
         "stream_completed": len(latencies),
         "requests_per_trainjob": {f"{verb} {resource}": round(v, 2) for (verb, resource), v in deltas.items()},
         "requests_per_trainjob_summed": round(sum(summed.values()), 2),

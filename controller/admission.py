@@ -8,7 +8,7 @@ referenced runtime, the TrainJob's JobSet, Volcano Queues, PriorityClasses, the 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Protocol
 
 from trainyard import k8s as K
 from . import constants as C
@@ -19,14 +19,17 @@ from .failures import quota_never_fits
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
 from .schema import FieldError
-from .tenancy import admission_lookups, jobset_annotations
+from .tenant_namespace import admission_lookups, jobset_annotations
 from .trainjob_validation import validate_trainjob
 from .validation import Result, input_error, runtime_jobs
 
 __all__ = ["Result", "Lookup", "admission_review_response", "default_trainjob_patch", "validate_runtime",
            "validate_trainjob"]
 
-Lookup = Callable[[str, str, "str | None"], "dict | None"]
+class Lookup(Protocol):
+    """Admission's reads: one object by kind and name (None when absent), or with `name` None a list."""
+
+    def __call__(self, kind: str, name: str | None, namespace: str | None = None) -> Any: ...
 
 
 def admission_review_response(review: dict, lookup: Lookup) -> dict:
@@ -44,6 +47,8 @@ def admission_review_response(review: dict, lookup: Lookup) -> dict:
     try:
         if operation == "DELETE":
             result = Result()
+        elif not isinstance(new, dict):
+            result = Result(errors=[FieldError("object", "Required", "the AdmissionReview request has no object")])
         elif kind == C.TRAINJOB_KIND:
             result = _review_trainjob(new, old, lookup)
         elif kind in C.RUNTIME_KINDS:
@@ -117,7 +122,7 @@ def default_trainjob_patch(trainjob: dict, old: dict | None, now: str) -> list[d
     for i, patch in enumerate(patches):
         before = previous.get(patch.get("manager"))
         same = before is not None and {k: v for k, v in before.items() if k != "time"} == {k: v for k, v in patch.items() if k != "time"}
-        stamp = before.get("time", now) if same and before.get("time") else now
+        stamp = before.get("time", now) if before is not None and same and before.get("time") else now
         if patch.get("time") != stamp:
             ops.append({"op": "add", "path": f"/spec/runtimePatches/{i}/time", "value": stamp})
     return ops

@@ -18,7 +18,7 @@ from . import constants as C
 from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
 from .api_jobset import jobset_spec
 from .seed_topology import NETWORK_POLICY_MODES
-from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, obj, string, string_map
+from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, list_map, list_type, obj, preserve_unknown, string, string_map
 
 NUM_PROC_VALUES = ("auto", "cpu", "gpu")
 
@@ -83,8 +83,8 @@ def ml_policy() -> dict:
         "maxRestarts": integer(minimum=0),
         "minNodes": integer(minimum=1, maximum=MAX_NUM_NODES),
         "maxNodes": integer(minimum=1, maximum=MAX_NUM_NODES),
-        "metrics": array(obj({"type": string()}, required=["type"], **{"x-kubernetes-preserve-unknown-fields": True}),
-                         **{"x-kubernetes-list-type": "atomic"}),
+        "metrics": array(obj({"type": string()}, required=["type"], **preserve_unknown()),
+                         **list_type("atomic")),
     }, rules=[Rule("!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes",
                    "minNodes must be less than or equal to maxNodes", _min_le_max)])
     target = obj({
@@ -92,13 +92,13 @@ def ml_policy() -> dict:
         "containerNames": array(string(maxLength=63), minItems=1, maxItems=8, rules=[Rule(
             "!self.exists(c, c == 'node')",
             "containerNames must not include the main node container because PET_* envs are always injected into it",
-            lambda names: "node" not in names)], **{"x-kubernetes-list-type": "set"}),
+            lambda names: "node" not in names)], **list_type("set")),
     }, required=["jobName", "containerNames"])
     torch = obj({
         "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE, NUM_PROC_MAX_RULE]),
         "elasticPolicy": elastic,
         "envInjection": obj({"targets": array(target, maxItems=16,
-                                              **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["jobName"]})}),
+                                              **list_map("jobName"))}),
     })
     mpi = obj({
         "numProcPerNode": procs_per_node("NumProcPerNode in mpiPolicy must be >= 1"),
@@ -169,8 +169,8 @@ def initializer_source() -> dict:
 def trainer_spec() -> dict:
     return obj({
         "image": string(maxLength=500),
-        "command": array(string(maxLength=1048576), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
-        "args": array(string(maxLength=1048576), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
+        "command": array(string(maxLength=1048576), maxItems=128, **list_type("atomic")),
+        "args": array(string(maxLength=1048576), maxItems=128, **list_type("atomic")),
         "env": env_list(),
         "numNodes": num_nodes(),
         "resourcesPerNode": resource_requirements(),
@@ -192,7 +192,7 @@ def runtime_patch() -> dict:
         "trainingRuntimeSpec": obj({"template": obj({
             "metadata": template_metadata(),
             "spec": obj({"replicatedJobs": array(replicated_job_patch, maxItems=100,
-                                                 **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})}),
+                                                 **list_map("name"))}),
         })}),
     }, required=["manager"])
 
@@ -219,10 +219,10 @@ def trainjob_spec() -> dict:
         "initializer": obj({"dataset": initializer_source(), "model": initializer_source()}, rules=[IMMUTABLE]),
         "trainer": trainer_spec(),
         "runtimePatches": array(runtime_patch(), maxItems=16,
-                                **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["manager"]}),
+                                **list_map("manager")),
         "labels": string_map(),
         "annotations": string_map(),
-        "podTemplateOverrides": array(pod_template_override(), **{"x-kubernetes-list-type": "atomic"}),
+        "podTemplateOverrides": array(pod_template_override(), **list_type("atomic")),
         "suspend": boolean(default=False),
         "activeDeadlineSeconds": integer("int64", minimum=1, rules=[IMMUTABLE]),
         "managedBy": string(default=K.MANAGED_BY_CONTROLLER, maxLength=253, rules=[
@@ -249,8 +249,8 @@ def trainjob_status() -> dict:
     }, rules=[Rule("has(self.lastUpdatedTime)", "lastUpdatedTime is required when trainerStatus is present",
                    lambda v: "lastUpdatedTime" in v)])
     return obj({
-        "conditions": array(condition, maxItems=8, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}),
-        "jobsStatus": array(job_status, maxItems=100, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
+        "conditions": array(condition, maxItems=8, **list_map("type")),
+        "jobsStatus": array(job_status, maxItems=100, **list_map("name")),
         "trainerStatus": trainer_status,
     })
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from trainyard.k8s import QUANTITY_PATTERN
 
-from .schema import array, boolean, free_object, immutable, int_or_string, integer, obj, string, string_map
+from .schema import array, atomic_map, boolean, free_object, immutable, int_or_string, integer, list_map, list_type, obj, preserve_unknown, string, string_map
 
 IMMUTABLE = immutable()
 
@@ -18,7 +18,7 @@ def env_var() -> dict:
 
 
 def env_list(max_items: int = 128) -> dict:
-    return array(env_var(), maxItems=max_items, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    return array(env_var(), maxItems=max_items, **list_map("name"))
 
 
 def resource_list() -> dict:
@@ -27,7 +27,7 @@ def resource_list() -> dict:
 
 def preserved_object_meta() -> dict:
     """Template metadata: labels and annotations are string maps as in ObjectMeta (the build copies them)."""
-    return obj({"labels": string_map(), "annotations": string_map()}, **{"x-kubernetes-preserve-unknown-fields": True})
+    return obj({"labels": string_map(), "annotations": string_map()}, **preserve_unknown())
 
 
 def resource_requirements() -> dict:
@@ -35,12 +35,12 @@ def resource_requirements() -> dict:
         "limits": resource_list(),
         "requests": resource_list(),
         "claims": array(obj({"name": string(), "request": string()}, required=["name"]),
-                        **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
+                        **list_map("name")),
     })
 
 
 def local_object_reference() -> dict:
-    return obj({"name": string(default="")}, **{"x-kubernetes-map-type": "atomic"})
+    return obj({"name": string(default="")}, **atomic_map())
 
 
 def template_metadata() -> dict:
@@ -64,7 +64,7 @@ def container_patch(bounded: bool = True) -> dict:
         "name": name,
         "env": env_list(),
         "volumeMounts": array(volume_mount(), maxItems=128 if bounded else None,
-                              **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]}),
+                              **list_map("mountPath")),
         "securityContext": free_object(),
     }, required=["name"])
 
@@ -75,7 +75,7 @@ def toleration() -> dict:
 
 
 def _named(max_items: int | None = None, rules=None, item: dict | None = None) -> dict:
-    extra = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    extra = list_map("name")
     if max_items:
         extra["maxItems"] = max_items
     return array(item or obj({"name": string()}, required=["name"]), rules=rules, **extra)
@@ -90,12 +90,12 @@ def pod_spec_patch(immutable_fields: bool) -> dict:
     podTemplateOverrides variant carries no CEL and keeps its looser shape.
     """
     imm = [IMMUTABLE] if immutable_fields else None
-    volume = obj({"name": string()}, required=["name"], **{"x-kubernetes-preserve-unknown-fields": True})
+    volume = obj({"name": string()}, required=["name"], **preserve_unknown())
     return obj({
         "serviceAccountName": string(rules=imm, maxLength=253 if immutable_fields else None),
         "nodeSelector": string_map(),
         "affinity": free_object(),
-        "tolerations": array(toleration(), maxItems=128, **{"x-kubernetes-list-type": "atomic"}),
+        "tolerations": array(toleration(), maxItems=128, **list_type("atomic")),
         "volumes": _named(128, imm, volume),
         "initContainers": _named(64, imm, container_patch(immutable_fields)),
         "containers": _named(64, imm, container_patch(immutable_fields)),

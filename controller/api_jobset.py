@@ -7,7 +7,7 @@ runtime JobSet v0.12 would refuse is refused at admission, not at apply time.
 from __future__ import annotations
 
 from .api_core import preserved_object_meta, resource_requirements
-from .schema import DNS1035, Rule, array, boolean, free_object, immutable, integer, obj, string
+from .schema import DNS1035, Rule, array, boolean, free_object, immutable, integer, list_map, list_type, obj, preserve_unknown, string
 
 
 def _no_depends_on_with_in_order(spec: dict) -> bool:
@@ -32,26 +32,26 @@ def jobset_spec() -> dict:
             "spec": obj({
                 # resources typed as in the Pod API: the build reads them (PodGroup minResources, GPU limits)
                 "containers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
-                                        **{"x-kubernetes-preserve-unknown-fields": True})),
+                                        **preserve_unknown())),
                 "initContainers": array(obj({"name": string(), "resources": resource_requirements()}, required=["name"],
-                                            **{"x-kubernetes-preserve-unknown-fields": True})),
-            }, **{"x-kubernetes-preserve-unknown-fields": True}),
-        }, **{"x-kubernetes-preserve-unknown-fields": True}),
-    }, required=["template"], **{"x-kubernetes-preserve-unknown-fields": True})
+                                            **preserve_unknown())),
+            }, **preserve_unknown()),
+        }, **preserve_unknown()),
+    }, required=["template"], **preserve_unknown())
     replicated_job = obj({
         "name": string(),
         "groupName": string(default="default", maxLength=63, pattern=DNS1035.pattern),
         "replicas": integer(default=1),
         "dependsOn": array(obj({"name": string(), "status": string(enum=["Ready", "Complete"])}, required=["name", "status"]),
                            maxItems=5, rules=[value_immutable],
-                           **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
+                           **list_map("name")),
         "template": obj({"metadata": preserved_object_meta(), "spec": job_spec}),
     }, required=["name", "template"])
     return obj({
-        "replicatedJobs": array(replicated_job, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}),
+        "replicatedJobs": array(replicated_job, **list_map("name")),
         "network": obj({"enableDNSHostnames": boolean(), "subdomain": string(), "publishNotReadyAddresses": boolean()},
                        rules=[value_immutable]),
-        "successPolicy": obj({"operator": string(enum=["All", "Any"]), "targetReplicatedJobs": array(string(), **{"x-kubernetes-list-type": "atomic"})},
+        "successPolicy": obj({"operator": string(enum=["All", "Any"]), "targetReplicatedJobs": array(string(), **list_type("atomic"))},
                              required=["operator"], rules=[value_immutable]),
         "failurePolicy": obj({
             "maxRestarts": integer(),
@@ -63,15 +63,15 @@ def jobset_spec() -> dict:
         # JobSet v0.12 bounds both lists at 50 (its CEL rules iterate/compare them); its rule allows an
         # empty namespace, as does the Python predicate.
         "volumeClaimPolicies": array(obj({
-            "templates": array(obj({"metadata": obj({"namespace": string()}, **{"x-kubernetes-preserve-unknown-fields": True})},
-                                   **{"x-kubernetes-preserve-unknown-fields": True}),
-                               maxItems=50, **{"x-kubernetes-list-type": "atomic"}),
+            "templates": array(obj({"metadata": obj({"namespace": string()}, **preserve_unknown())},
+                                   **preserve_unknown()),
+                               maxItems=50, **list_type("atomic")),
             "retentionPolicy": obj({"whenDeleted": string(default="Delete", enum=["Delete", "Retain"])}),
-        }, **{"x-kubernetes-preserve-unknown-fields": True}, rules=[Rule(
+        }, **preserve_unknown(), rules=[Rule(
             "!has(self.templates) || self.templates.all(t, !has(t.metadata) || !has(t.metadata.namespace) || "
             "size(t.metadata.namespace) == 0)",
             "namespace cannot be set for VolumeClaimPolicies templates", _no_namespace_in_claim_templates)]),
-            maxItems=50, rules=[value_immutable], **{"x-kubernetes-list-type": "atomic"}),
+            maxItems=50, rules=[value_immutable], **list_type("atomic")),
         "suspend": boolean(),
         "coordinator": free_object(),
         "managedBy": string(),

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from trainyard import k8s as K
+from trainyard.timestamps import parse_time
+
 from . import k8s
 
 EVENT_REASON = "TrainJobGangPending"
@@ -59,8 +61,6 @@ def enqueue_cause(events: Iterable[dict], pod_group: dict) -> str:
     """Volcano's enqueue verdicts for `pod_group`: its `Unschedulable` events other than the gang summary, those
     seen within 30 s of the newest (several plugins refuse in the same session, e.g. `proportion`'s "queue
     resource quota insufficient" and `overcommit`'s "resource in cluster is overused"), sorted and joined."""
-    from .status import parse_time
-
     meta = K.mapping(pod_group.get("metadata"))
     found = []
     for event in events:
@@ -127,8 +127,6 @@ RECHECK_SECONDS, RECHECK_WINDOW_SECONDS = 5.0, 60.0
 def recheck_after(pending: GangPending | None, now: str) -> float | None:
     """Volcano records its enqueue verdict as an event, asynchronously, around the time it sets the condition
     that triggered this reconcile: while a fresh (< 60 s) Pending verdict has no cause yet, look again in 5 s."""
-    from .status import parse_time
-
     if pending is None or pending.phase != "Pending" or pending.cause or not pending.since:
         return None
     try:

@@ -5,7 +5,7 @@ runtime template metadata -> TrainJob `spec.labels`/`spec.annotations` (seed era
 Job template) -> `podTemplateOverrides` (seed era, SMP on the targeted pod templates, later entries win)
 -> `runtimePatches` (metadata merged in list order, spec SMP'd, jobs kept in template order) -> pod sets
 (counts) -> `trainer.resourcesPerNode` merged per key into the trainer `node` container. In a tenant
-namespace (its Namespace among `existing`) the pod-group policy is at least a Volcano gang (`tenancy.py`).
+namespace (its Namespace among `existing`) the pod-group policy is at least a Volcano gang (`tenant_namespace.py`).
 Plugins then mutate the info; component builders turn it into objects.
 """
 
@@ -19,7 +19,7 @@ from . import constants as C
 from . import k8s
 from .errors import BuildError, ValidationError
 from .smp import JOBSET_MERGE_KEYS, POD_MERGE_KEYS, strategic_merge
-from .tenancy import tenant_pod_group_policy
+from .tenant_namespace import tenant_pod_group_policy
 
 
 @dataclass

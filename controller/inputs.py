@@ -71,7 +71,7 @@ def _raise_first(errors: list[FieldError]) -> None:
     if not errors:
         return
     err = errors[0]
-    path = err.field.lstrip(".")
+    path = (err.field or "").lstrip(".")
     if err.kind == "Required":
         raise InputError("required field is missing; add it", path)
     expected = err.message.split("must be of type ")[-1].split(":")[0]

@@ -25,7 +25,7 @@ def owner_reference(trainjob: dict) -> dict:
 
 
 def object_meta(name: str, trainjob: dict, **extra) -> dict:
-    meta = {"name": name, "namespace": namespace_of(trainjob)}
+    meta: dict = {"name": name, "namespace": namespace_of(trainjob)}
     meta.update({k: v for k, v in extra.items() if v})
     meta["ownerReferences"] = [owner_reference(trainjob)]
     return meta

@@ -69,6 +69,26 @@ def free_object(description: str | None = None, rules: Iterable[Rule] | None = N
     return _with({"type": "object", "x-kubernetes-preserve-unknown-fields": True}, description, rules, extra)
 
 
+def preserve_unknown() -> dict[str, Any]:
+    """`x-kubernetes-preserve-unknown-fields: true`: the API server keeps fields the schema does not list."""
+    return {"x-kubernetes-preserve-unknown-fields": True}
+
+
+def list_type(kind: str) -> dict[str, Any]:
+    """`x-kubernetes-list-type` (atomic, set) of an array."""
+    return {"x-kubernetes-list-type": kind}
+
+
+def list_map(*keys: str) -> dict[str, Any]:
+    """An array merged by `keys` (`x-kubernetes-list-type: map`)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def atomic_map() -> dict[str, Any]:
+    """`x-kubernetes-map-type: atomic`: the object is replaced whole on apply."""
+    return {"x-kubernetes-map-type": "atomic"}
+
+
 # ---- helpers for writing Rule predicates ---------------------------------------------------------
 
 def immutable(message: str = "field is immutable") -> Rule:

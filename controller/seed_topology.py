@@ -17,7 +17,7 @@ Where both spellings are present the seed fields win (the API server defaults `m
 
 from __future__ import annotations
 
-from trainyard.k8s import RACK_LABEL, SPINE_LABEL
+from trainyard.k8s import RACK_LABEL, SPINE_LABEL, mapping
 
 from .errors import ValidationError
 from .schema import FieldError
@@ -38,7 +38,7 @@ def _tiers() -> str:
 def network_topology(topology: dict) -> dict:
     """Upstream's `{mode, highestTierAllowed}` for a (possibly seed-spelled) networkTopology; raises
     ValidationError for a topologyKey that matches no tier (admission reports it first: `topology_errors`)."""
-    mode = NETWORK_POLICY_MODES.get(topology.get("networkPolicy"), topology.get("mode", "hard"))
+    mode = NETWORK_POLICY_MODES.get(str(topology.get("networkPolicy")), topology.get("mode", "hard"))
     tier = topology.get("highestTierAllowed", 1)
     if "topologyKey" in topology:
         if topology["topologyKey"] not in TIER_OF_NODE_LABEL:
@@ -48,8 +48,8 @@ def network_topology(topology: dict) -> dict:
 
 
 def _topology_of(runtime: dict) -> dict | None:
-    spec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
-    volcano = ((spec.get("podGroupPolicy") or {}) if isinstance(spec.get("podGroupPolicy"), dict) else {}).get("volcano")
+    spec = mapping(runtime.get("spec"))
+    volcano = mapping(spec.get("podGroupPolicy")).get("volcano")
     topology = volcano.get("networkTopology") if isinstance(volcano, dict) else None
     return topology if isinstance(topology, dict) else None
 

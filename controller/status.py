@@ -12,16 +12,9 @@ import copy
 import datetime as dt
 
 from trainyard import k8s as K
+from trainyard.timestamps import parse_time
+
 from . import constants as C
-
-
-def parse_time(text: str) -> dt.datetime:
-    value = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-
-
-def format_time(value: dt.datetime) -> str:
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def find_condition(status: dict, kind: str) -> dict | None:

@@ -43,7 +43,7 @@ def job_spec_unknown_fields(doc: dict, runtime: bool) -> list[FieldError]:
     index = field_index()
     if index is None:
         return []
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = K.mapping(doc.get("spec"))
     templates = [("spec.template.spec", ((spec.get("template") or {}).get("spec")))] if runtime else [
         (f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec",
          (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec")) if isinstance(p, dict) else None)
@@ -146,9 +146,9 @@ def _same(a: object, b: object) -> bool | None:
 
 def count_errors(doc: dict) -> list[FieldError]:
     """Node counts of zero or less: accepted by the CRD, but a job of zero nodes never trains."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    paths = (("spec.trainer.numNodes", (spec.get("trainer") or {}) if isinstance(spec.get("trainer"), dict) else {}),
-             ("spec.mlPolicy.numNodes", (spec.get("mlPolicy") or {}) if isinstance(spec.get("mlPolicy"), dict) else {}))
+    spec = K.mapping(doc.get("spec"))
+    paths = (("spec.trainer.numNodes", K.mapping(spec.get("trainer"))),
+             ("spec.mlPolicy.numNodes", K.mapping(spec.get("mlPolicy"))))
     return [FieldError(path, "Invalid", "must be at least 1 (a training job needs a node); remove it to use the runtime's",
                        holder["numNodes"])
             for path, holder in paths
@@ -158,8 +158,8 @@ def count_errors(doc: dict) -> list[FieldError]:
 
 def catalog_warnings(runtime: dict, catalog: Any) -> list[str]:
     """A (Cluster)TrainingRuntime rendered from a deprecated or retired catalog release: name the release to move to."""
-    meta = runtime.get("metadata") if isinstance(runtime.get("metadata"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = K.mapping(runtime.get("metadata"))
+    labels = K.mapping(meta.get("labels"))
     version = labels.get(CATALOG_VERSION_LABEL)
     kind, name = runtime.get("kind"), meta.get("name")
     if catalog is None or not version:

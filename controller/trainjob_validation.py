@@ -24,8 +24,8 @@ from .inputs import load_runtime, load_trainjob, trainjob_schema
 from .plugins import REGISTRY, framework
 from .runtime_validation import DEPRECATION, is_deprecated
 from .schema import FieldError, validate
-from .tenancy import admission_errors as tenant_errors
-from .tenancy import jobset_annotations
+from .tenant_namespace import admission_errors as tenant_namespace_errors
+from .tenant_namespace import jobset_annotations
 from .validation import Result, forbidden, input_error, invalid, job_containers, runtime_jobs, strip_dot
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -71,7 +71,7 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
         result.errors += errors
     result.errors += _update_errors(trainjob, old_tj, cluster_objects)
     result.errors += _volcano_errors(trainjob, runtime, cluster_objects)
-    result.errors += tenant_errors(trainjob, runtime, cluster_objects, old_tj)
+    result.errors += tenant_namespace_errors(trainjob, runtime, cluster_objects, old_tj)
     if not result.errors:
         result.errors += _trial_build_errors(trainjob, runtime, plugins)
     return result

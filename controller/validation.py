@@ -47,7 +47,8 @@ def input_error(err: ControllerError) -> FieldError:
 
 def strip_dot(error: FieldError) -> FieldError:
     """Schema paths start with '.'; the API server prints them without."""
-    return FieldError(error.field.lstrip("."), error.kind, error.message.replace(error.field, error.field.lstrip(".")),
+    field = error.field or ""
+    return FieldError(field.lstrip("."), error.kind or "Invalid", error.message.replace(field, field.lstrip(".")),
                       error.value)
 
 
@@ -58,7 +59,7 @@ def ml_policy(runtime: dict) -> dict:
 
 def job_containers(runtime: dict) -> dict[str, set]:
     """Replicated job name -> names of its containers and init containers."""
-    return {j.get("name"): {c.get("name") for c in K.job_containers(j) + K.job_containers(j, init=True)}
+    return {str(j.get("name")): {c.get("name") for c in K.job_containers(j) + K.job_containers(j, init=True)}
             for j in runtime_jobs(runtime)}
 
 

@@ -20,7 +20,7 @@ def webhook_configuration(ca_bundle_b64: str, url: str | None = None, service: d
     client_config: dict = {"caBundle": ca_bundle_b64}
     if url:
         client_config["url"] = url.rstrip("/") + VALIDATE_PATH
-    else:
+    elif service:
         client_config["service"] = {**service, "path": VALIDATE_PATH}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",

@@ -83,7 +83,7 @@ def render_sdk_public_info(spec: ControllerSpec) -> list[dict]:
     namespace is created unless it is the controller's."""
     rbac = "rbac.authorization.k8s.io/v1"
     namespace = spec.sdk_namespace
-    objects = []
+    objects: list[dict] = []
     if namespace != spec.namespace:
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {**PART_OF, "pod-security.kubernetes.io/enforce": "restricted"}}})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from trainyard.platform.problems import ConfigProblem
 from trainyard.queues.resources import GPU, quantity
@@ -48,7 +48,7 @@ class Reader:
     def problem(self, path: str, message: str, fix: str) -> None:
         self.problems.append(ConfigProblem(self.file, path, message, fix))
 
-    def unknown_keys(self, data: dict, path: str, known: Sequence[str], sep: str = ".") -> None:
+    def unknown_keys(self, data: Mapping[str, Any], path: str, known: Sequence[str], sep: str = ".") -> None:
         for key in data:
             if key not in known:
                 self.problem(f"{path}{sep}{key}", "unknown key (it would be ignored)", did_you_mean(key, known))

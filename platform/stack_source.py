@@ -108,7 +108,7 @@ def locate(problems: list[ConfigProblem], lines: Lines) -> list[ConfigProblem]:
     """Problems with the line of their field (or of its closest present parent)."""
     out = []
     for problem in problems:
-        path = field_path(problem.field)
+        path = field_path(problem.field or "")
         line = next((lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in lines), None)
         out.append(dataclasses.replace(problem, line=line) if line and not problem.line else problem)
     return out

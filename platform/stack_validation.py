@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.k8s import GPU_RESOURCE, format_quantity
@@ -26,7 +26,7 @@ from trainyard.platform.stack_config import (
 from trainyard.platform.stack_source import locate, read_stack_source
 from trainyard.queues.priority_classes import MAX_USER_VALUE, PREEMPTION_POLICIES
 from trainyard.queues.resources import over, quantity
-from trainyard.queues.volcano_queues import RESERVED_QUEUES, ordering_problems
+from trainyard.queues.volcano_queues import RESERVED_QUEUES, QueueSpec, ordering_problems
 from trainyard.runtimes.model import PINNABLE_STATUSES, RETIRED, Catalog
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -39,7 +39,15 @@ def _tenants(config: StackConfig) -> Iterable[tuple[str, TenantSpec]]:
     return _named("tenants", config.tenants)
 
 
-def _named(key: str, specs: tuple) -> list[tuple[str, object]]:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+NamedSpec = TypeVar("NamedSpec", bound=_Named)
+
+
+def _named(key: str, specs: Sequence[NamedSpec]) -> list[tuple[str, NamedSpec]]:
     labels = entry_labels([{"name": spec.name} for spec in specs])
     return [(f"{NAMESPACE}:{key}[{label}]", spec) for label, spec in zip(labels, specs)]
 
@@ -97,11 +105,12 @@ def check_duplicates(config: StackConfig) -> list[ConfigProblem]:
 
 def check_cluster(config: StackConfig) -> list[ConfigProblem]:
     out, c, base = [], config.cluster, f"{NAMESPACE}:cluster"
-    for key, value in (("nodes", c.nodes), ("gpusPerNode", c.gpus_per_node)):
-        if isinstance(value, int) and value < (1 if key == "nodes" else 0):
-            out.append(ConfigProblem(config.file, f"{base}.{key}", f"{value} is not a valid count", "declare the real count"))
+    for key, count in (("nodes", c.nodes), ("gpusPerNode", c.gpus_per_node)):
+        if isinstance(count, int) and count < (1 if key == "nodes" else 0):
+            out.append(ConfigProblem(config.file, f"{base}.{key}", f"{count} is not a valid count", "declare the real count"))
     for key, value in (("cpuPerNode", c.cpu_per_node), ("memoryPerNode", c.memory_per_node)):
-        if quantity(value) is None or quantity(value) <= 0:
+        amount = quantity(value)
+        if amount is None or amount <= 0:
             out.append(ConfigProblem(config.file, f"{base}.{key}", f"{value!r} is not a positive quantity",
                                      "write e.g. 96 or '1Ti'"))
     return out
@@ -163,7 +172,7 @@ def check_queue_parents(config: StackConfig) -> list[ConfigProblem]:
     """Parents must be declared queues, no cycles, depth <= 5 (Volcano's webhook rules, mirrored here)."""
     out = []
     parents = {q.name: q.parent for q in config.parent_queues}
-    queues = list(_named("queues", config.parent_queues))
+    queues: list[tuple[str, QueueSpec]] = list(_named("queues", config.parent_queues))
     queues += [(f"{path}.queue", t.queue) for path, t in _tenants(config)]
     for path, queue in queues:
         if queue.parent and queue.parent != "root" and queue.parent not in parents:

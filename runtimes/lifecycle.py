@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from trainyard.runtimes.lock import catalog_drift, lock_entry, with_release
+from trainyard.problems import Problem
 from trainyard.runtimes.model import (
     CURRENT,
     DEPRECATED,
@@ -129,7 +130,7 @@ def deprecate(catalog: Catalog, version: str, runtime: str | None = None) -> tup
     return _replace_release(catalog, replace(release, status=DEPRECATED))
 
 
-def retirement_blockers(version: str, stacks: Mapping[str, list[CatalogTenant]], current: str) -> list[Finding]:
+def retirement_blockers(version: str, stacks: Mapping[str, list[CatalogTenant]], current: str) -> list[Problem]:
     """The retirement guard: one finding per tenant, in any stack, that still pins ``version``."""
     return [
         Finding(

@@ -93,8 +93,9 @@ def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
         return [Finding(f"CRD schema: no runtime CRD for kind {kind!r}", fix=f"use kind {CLUSTER_KIND}")]
     from trainyard.controller.strict import job_spec_unknown_fields
 
-    return [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD") for problem in validate(runtime, schema)] \
-        + [Finding(f"Kubernetes schema: {problem}", fix="correct the field to match the Kubernetes Job and pod API")
+    found: list[Problem] = [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD")
+                            for problem in validate(runtime, schema)]
+    return found + [Finding(f"Kubernetes schema: {problem}", fix="correct the field to match the Kubernetes Job and pod API")
            for problem in job_spec_unknown_fields(runtime, runtime=True)]
 
 
@@ -133,7 +134,7 @@ def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = Non
         return [Finding(f"sample TrainJob built {len(jobsets)} JobSets, expected 1", fix=fix)]
     want = [job.get("name") for job in replicated_jobs(runtime)]
     got = [job.get("name") for job in jobset_jobs(jobsets[0].get("spec"))]
-    problems = [] if got == want else [Finding(f"built JobSet has jobs {got}, runtime has {want}", fix=fix)]
+    problems: list[Problem] = [] if got == want else [Finding(f"built JobSet has jobs {got}, runtime has {want}", fix=fix)]
     if queue is not None:
         groups = [o for o in objects if o.get("kind") == "PodGroup" and str(o.get("apiVersion", "")).partition("/")[0] == VOLCANO_GROUP]
         if not groups or (groups[0].get("spec") or {}).get("queue") != queue:
@@ -156,7 +157,7 @@ def check_runtime(runtime: dict, checks: ControllerChecks) -> list[Problem]:
 # --- catalog-wide ------------------------------------------------------------------------------
 
 
-def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> list[Finding]:
+def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> list[Problem]:
     """Render one release and check each runtime; render errors come back as findings."""
     release = catalog.release(version)
     try:
@@ -164,7 +165,7 @@ def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> li
     except CatalogError as err:
         return list(err.findings)
     sources = catalog.sources_of(version)
-    findings = [
+    findings: list[Problem] = [
         Finding(
             f"deprecatedRuntimes lists {name!r}, which release {version} does not have",
             file=catalog.catalog_file,
@@ -175,7 +176,7 @@ def lint_release(catalog: Catalog, version: str, checks: ControllerChecks) -> li
         if name not in rendered
     ]
     for name, runtime in rendered.items():
-        place = {"file": sources.path_of(name), "runtime": name, "release": version}
+        place: dict[str, Any] = {"file": sources.path_of(name), "runtime": name, "release": version}
         findings += [replace(problem, **place) for problem in check_runtime(runtime, checks)]
         # Released sources are frozen: what only a later release can fix is a warning there.
         severity = "warning" if release.released else "error"
@@ -192,9 +193,9 @@ def _admission_warnings(runtime: dict, checks: ControllerChecks) -> list[str]:
         return []  # already reported by check_admission
 
 
-def lint_pins(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]]) -> list[Finding]:
+def lint_pins(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]]) -> list[Problem]:
     """Every tenant must pin a released, live version; pinning a deprecated one is a warning."""
-    findings = []
+    findings: list[Problem] = []
     statuses = {r.version: r.status for r in catalog.releases}
     for stack, tenants in sorted(stacks.items()):
         for tenant in tenants:
@@ -211,7 +212,7 @@ def lint_pins(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]]) -> li
     return findings
 
 
-def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]], checks: ControllerChecks) -> list[Finding]:
+def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]], checks: ControllerChecks) -> list[Problem]:
     """Everything ``catalog lint`` reports, errors and warnings, in reading order."""
     findings = catalog_drift(catalog)
     known = {r.version for r in catalog.releases}
@@ -227,5 +228,5 @@ def lint_catalog(catalog: Catalog, stacks: Mapping[str, list[CatalogTenant]], ch
     return list(dict.fromkeys(findings))  # drift and lint_release may both report a render error
 
 
-def errors(findings: list[Finding]) -> list[Finding]:
+def errors(findings: list[Problem]) -> list[Problem]:
     return [f for f in findings if f.severity == "error"]

@@ -15,6 +15,7 @@ import json
 from typing import Any, Mapping
 
 from trainyard.k8s import LABEL_SUPPORT
+from trainyard.problems import Problem
 from trainyard.runtimes.model import Catalog, CatalogError, Finding, ReleaseSources
 from trainyard.runtimes.render import render_release_sources
 
@@ -65,7 +66,7 @@ def _sort_key(version: str) -> tuple:
         return (version,)
 
 
-def release_drift(catalog: Catalog, version: str) -> list[Finding]:
+def release_drift(catalog: Catalog, version: str) -> list[Problem]:
     """Differences between a released version's sources/rendering and its lock entry."""
     release = catalog.release(version)
     fix = (
@@ -85,7 +86,7 @@ def release_drift(catalog: Catalog, version: str) -> list[Finding]:
     sources = catalog.sources.get(version)
     if sources is None:
         return []  # a retired release may have had its sources removed; nothing left to drift
-    findings = []
+    findings: list[Problem] = []
     locked_sources = entry.get("sources") or {}
     actual_sources = {name: text_hash(text) for name, text in sources.files.items()}
     for name in sorted(set(locked_sources) | set(actual_sources)):
@@ -114,9 +115,9 @@ def release_drift(catalog: Catalog, version: str) -> list[Finding]:
     return findings
 
 
-def catalog_drift(catalog: Catalog) -> list[Finding]:
+def catalog_drift(catalog: Catalog) -> list[Problem]:
     """Drift of every released version, plus lock entries for versions that are not released."""
-    findings: list[Finding] = []
+    findings: list[Problem] = []
     for release in catalog.releases:
         if release.released:
             findings.extend(release_drift(catalog, release.version))

@@ -16,6 +16,7 @@ import jinja2
 from trainyard import yaml_input
 from trainyard.k8s import TRAINER_API_VERSION
 from trainyard.runtimes import labels
+from trainyard.problems import Problem
 from trainyard.runtimes.model import VALUES_FILE, CatalogError, Finding, ReleaseSources
 
 CLUSTER_KIND = "ClusterTrainingRuntime"
@@ -125,7 +126,7 @@ def stamp_catalog_labels(obj: dict, version: str) -> dict:
 
 def render_release_sources(sources: ReleaseSources, version: str) -> dict[str, dict]:
     """Every runtime of a release as base objects, by stable name; all errors at once."""
-    findings: list[Finding] = []
+    findings: list[Problem] = []
     values = release_values(sources, version)
     rendered: dict[str, dict] = {}
     for runtime, text in sources.templates.items():
@@ -144,7 +145,7 @@ def render_release_sources(sources: ReleaseSources, version: str) -> dict[str, d
     return rendered
 
 
-def _with_release(finding: Finding, version: str) -> Finding:
+def _with_release(finding: Problem, version: str) -> Problem:
     return Finding(**{**finding.__dict__, "release": version})
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from trainyard.openapi import validate as validate_openapi
 from trainyard.problems import Problem
 
-_KINDS = {"boolean": bool, "integer": int, "number": (int, float), "string": str, "array": list, "object": dict}
+_KINDS: dict[str, type | tuple[type, ...]] = {"boolean": bool, "integer": int, "number": (int, float), "string": str, "array": list, "object": dict}
 _UNITS = {"string": "characters", "array": "items", "object": "properties"}
 _LIMITS = {"minimum": "greater than or equal to", "maximum": "less than or equal to"}
 _SIZES = {"minLength": ("at least", "string"), "maxLength": ("at most", "string"), "minItems": ("at least", "array"),

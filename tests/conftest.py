@@ -99,6 +99,41 @@ class Cluster:
     def wait(self, predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
         return wait_for(predicate, timeout, what, interval)
 
+    # Positive markers: a check that something did NOT happen first waits until it had every chance to.
+    def metric(self, port_name: str, name: str) -> float:
+        """The sum of one Prometheus metric's samples on a local process's metrics endpoint."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.spec.ports.port(port_name)}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+
+    def scheduler_cycles(self) -> float:
+        """Volcano's scheduling sessions so far (one e2e latency sample per session)."""
+        return self.metric("volcano_scheduler_metrics", "volcano_e2e_scheduling_latency_milliseconds_count")
+
+    def reconciles(self) -> float:
+        """The TrainJob controller's reconciles so far (every result)."""
+        return self.metric("controller_metrics", "trainyard_trainjob_reconcile_total")
+
+    def wait_scheduler_cycles(self, count: int = 3, timeout: float = 60) -> None:
+        """Until Volcano has run `count` more full scheduling sessions: what was schedulable is placed by then."""
+        start = self.scheduler_cycles()
+        self.wait(lambda: self.scheduler_cycles() >= start + count, timeout, 0.2, f"{count} Volcano scheduling cycles")
+
+    def reconciled_after(self, action, timeout: float = 60) -> None:
+        """Run `action` (an edit that queues a reconcile), then wait until one more reconcile has finished:
+        one edit at a time, since edits queued together are reconciled once."""
+        before = self.reconciles()
+        action()
+        self.wait_reconciles(1, timeout, since=before)
+
+    def wait_reconciles(self, count: int = 1, timeout: float = 60, since: float | None = None) -> None:
+        """Until the controller has finished `count` more reconciles than `since` (default: now)."""
+        start = self.reconciles() if since is None else since
+        self.wait(lambda: self.reconciles() >= start + count, timeout, 0.2, f"{count} more TrainJob reconciles")
+
 
 @pytest.fixture(autouse=True)
 def _delete_test_namespaces(request):

@@ -194,7 +194,7 @@ def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
                {"name": config_map, "configMap": {"name": config_map, "defaultMode": 0o755}},
                {"name": MEMORY_VOLUME, "emptyDir": {"medium": "Memory"}},
                {"name": CURVE_VOLUME, "secret": {"secretName": curve_secret, "defaultMode": 0o400}}]
-    mounts = [{"name": INSTALL_VOLUME, "mountPath": INSTALL_PATH},
+    mounts: list[dict] = [{"name": INSTALL_VOLUME, "mountPath": INSTALL_PATH},
               {"name": SPACK_VOLUME, "mountPath": SPACK_PATH},
               {"name": config_map, "mountPath": CONFIG_PATH, "readOnly": True},
               {"name": CURVE_VOLUME, "mountPath": CURVE_PATH, "readOnly": True},

@@ -21,7 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+
+if TYPE_CHECKING:  # only for the phase protocols' signatures: info.py does not import the plugins
+    from ..info import RuntimeInfo
+    from ..schema import FieldError
 
 KeyGenerator = Callable[[], tuple[bytes, bytes]]
 
@@ -60,6 +64,32 @@ class ObjectRef:
     api_version: str
     kind: str
     name: str
+
+
+class Validates(Protocol):
+    """A plugin with admission rules (upstream's CustomValidation)."""
+
+    def validate(self, trainjob: dict, runtime: dict, old: dict | None) -> list[FieldError]: ...
+
+
+class EnforcesMLPolicy(Protocol):
+    def enforce_ml_policy(self, info: RuntimeInfo, ctx: Context) -> None: ...
+
+
+class EnforcesPodGroupPolicy(Protocol):
+    def enforce_pod_group_policy(self, info: RuntimeInfo, ctx: Context) -> None: ...
+
+
+class PreBuilds(Protocol):
+    def pre_build(self, info: RuntimeInfo, ctx: Context) -> None: ...
+
+
+class Builds(Protocol):
+    def build(self, info: RuntimeInfo, ctx: Context) -> None: ...
+
+
+class OwnsObjects(Protocol):
+    def owned_objects(self, trainjob: dict, runtime: dict) -> list[ObjectRef]: ...
 
 
 def phases_of(plugin: ModuleType) -> list[str]:

@@ -17,7 +17,9 @@ from .framework import ObjectRef
 
 
 def gang_size(info: RuntimeInfo) -> tuple[int, dict[str, str]]:
-    members, totals, binary = 0, {}, set()
+    members = 0
+    totals: dict[str, Fraction] = {}
+    binary: set[str] = set()
     for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
         members += pod_set.count
         pod = k8s.pod_spec(job)

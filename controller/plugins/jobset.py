@@ -120,7 +120,7 @@ def build_jobset(info: RuntimeInfo) -> dict:
     info.spec["suspend"] = bool(info.trainjob["spec"].get("suspend", False))
     mirror_extended_limits(info.spec)
     apply_webhook_defaults(info.spec)
-    metadata = {"name": info.name, "namespace": k8s.namespace_of(info.trainjob)}
+    metadata: dict = {"name": info.name, "namespace": k8s.namespace_of(info.trainjob)}
     if info.labels:
         metadata["labels"] = dict(info.labels)
     if info.annotations:

@@ -79,7 +79,7 @@ def _hostfile_volume(info: RuntimeInfo) -> dict:
 
 def slots(info: RuntimeInfo) -> int:
     """trainer.numProcPerNode, else the runtime's; a 1 becomes the GPU count when that is larger."""
-    mpi = info.ml_policy["mpi"]
+    mpi = (info.ml_policy or {})["mpi"]
     requested = (info.trainer or {}).get("numProcPerNode")
     if requested is not None:
         if isinstance(requested, str) and not requested.isdigit():

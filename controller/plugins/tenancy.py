@@ -1,4 +1,4 @@
-"""Tenant defaults in the build (trainyard's platform layer, see `controller/tenancy.py`).
+"""Tenant defaults in the build (trainyard's platform layer, see `controller/tenant_namespace.py`).
 
 The priority class is set while enforcing the pod-group policy, before any PodGroup is built, so the
 Volcano PodGroup takes its priorityClassName from the pod templates as upstream does; the default queue
@@ -12,7 +12,7 @@ from __future__ import annotations
 from trainyard import k8s as K
 from .. import k8s
 from ..info import RuntimeInfo
-from ..tenancy import namespace_policy, selected_priority_class
+from ..tenant_namespace import namespace_policy, selected_priority_class
 from .framework import Context
 
 

@@ -6,15 +6,15 @@ with the official `kubernetes` client's ApiClient (auth, TLS, retries of the tra
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from trainyard import k8s as K
+from trainyard.timestamps import now_time
 
 from .ratelimit import TokenBucket
 
@@ -112,6 +112,26 @@ def resource_of_path(path: str) -> str:
     if rest[:1] == ["namespaces"] and len(rest) >= 3:
         rest = rest[2:]
     return "/".join([rest[0]] + rest[2:3]) if rest else ""
+
+
+class ApiView(Protocol):
+    """What reconcile, admission lookups and the gang events use of the API server. `ApiServer` sends every
+    call; `cache.CachedReads` serves reads from the informers' stores and may skip a no-op apply (`basis`);
+    the unit tests' `FakeApiServer` keeps objects in a dict."""
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict | None: ...
+
+    def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict: ...
+
+    def apply(self, obj: dict, field_manager: str = FIELD_MANAGER, basis: str | None = None) -> dict: ...
+
+    def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict: ...
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None,
+               propagation: str = "Foreground") -> None: ...
+
+    def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None: ...
 
 
 class ApiServer:
@@ -232,11 +252,12 @@ class ApiServer:
               action: str = "Reconciling", component: str = "trainjob-controller", name: str | None = None) -> None:
         """`name`: a fixed Event name, so posting the same one twice is refused (409, ignored): deduplication."""
         meta = involved["metadata"]
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = now_time()
+        namespace = meta.get("namespace", "default")
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {**({"name": name} if name else {"generateName": f"{meta['name']}."}),
-                         "namespace": meta.get("namespace", "default")},
+                         "namespace": namespace},
             "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
                                "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},
@@ -245,6 +266,11 @@ class ApiServer:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            self._call("POST", RESOURCES["Event"].path(body["metadata"]["namespace"]), body=body)
+            self._call("POST", RESOURCES["Event"].path(namespace), body=body)
         except ApiException:
             pass  # events are best effort
+
+
+def as_view(api: ApiServer) -> ApiView:
+    """Type-checked: the API server client is an ApiView."""
+    return api

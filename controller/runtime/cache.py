@@ -21,7 +21,9 @@ import copy
 import threading
 from typing import Callable
 
-from .apiserver import ApiServer, Resource, resource_for
+from trainyard.k8s import resource_version
+
+from .apiserver import FIELD_MANAGER, ApiServer, ApiView, Resource, resource_for
 from .apply_record import AppliedAs, digest, still_as_applied
 
 Key = tuple[str, str]
@@ -30,6 +32,13 @@ Key = tuple[str, str]
 def object_key(obj: dict) -> Key:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _older(obj: dict, stored: dict | None) -> bool:
+    """Whether `obj` is an older version than `stored` (resourceVersions compared as the integers the API
+    server's etcd storage issues; anything else is never called older)."""
+    new, old = resource_version(obj), resource_version(stored)
+    return bool(new and old and new.isdigit() and old.isdigit() and int(new) < int(old))
 
 
 class Store:
@@ -54,12 +63,18 @@ class Store:
         with self.lock:
             return dict(self.objects)
 
-    def put(self, obj: dict) -> None:
+    def put(self, obj: dict, only_if_newer: bool = False) -> None:
+        """Store `obj`. `only_if_newer` (a write's answer, read-your-writes): not over a version the watch has
+        already delivered. The answer to an apply can arrive after the watch event of a later change (the JobSet
+        controller's status update); storing it then would hide that change from every later reconcile."""
+        key = object_key(obj)
         with self.lock:
+            if only_if_newer and _older(obj, self.objects.get(key)):
+                return
             if self.keep(obj):
-                self.objects[object_key(obj)] = obj
+                self.objects[key] = obj
             else:
-                self.objects.pop(object_key(obj), None)
+                self.objects.pop(key, None)
 
     def remove(self, obj: dict) -> None:
         with self.lock:
@@ -136,22 +151,22 @@ class CachedReads:
         if store is not None and isinstance(written, dict):
             written.setdefault("apiVersion", resource.api_version)
             written.setdefault("kind", resource.kind)
-            store.put(written)
+            store.put(written, only_if_newer=True)
 
-    def apply(self, obj: dict, *args, basis: str | None = None, **kwargs) -> dict:
+    def apply(self, obj: dict, field_manager: str = FIELD_MANAGER, basis: str | None = None) -> dict:
         """Server-side apply, unless the same configuration, built from the same `basis`, was applied over the
         stored object and nothing changed it since (`apply_record`): then the stored object is the answer, and
         no request is sent. Without a basis (or with another field manager) the apply is always sent."""
         resource = resource_for(obj)
-        store = self._store(resource) if basis is not None and not (args or kwargs) else None
-        desired_digest = digest(obj, basis) if store is not None else None
-        if store is not None:
+        store = self._store(resource) if basis is not None and field_manager == FIELD_MANAGER else None
+        desired_digest = digest(obj, basis) if store is not None and basis is not None else None
+        if store is not None and desired_digest is not None:
             unchanged = store.unchanged_by(obj, desired_digest)
             if unchanged is not None:
                 return copy.deepcopy(unchanged)
-        applied = self.api.apply(obj, *args, **kwargs)
+        applied = self.api.apply(obj, field_manager)
         self._remember(resource, applied)
-        if store is not None and isinstance(applied, dict):
+        if store is not None and desired_digest is not None and isinstance(applied, dict):
             store.record_apply(desired_digest, applied)
         return applied
 
@@ -160,8 +175,17 @@ class CachedReads:
         self._remember(resource, patched)
         return patched
 
-    def delete(self, resource: Resource, name: str, namespace: str | None = None, *args, **kwargs) -> None:
-        self.api.delete(resource, name, namespace, *args, **kwargs)
+    def delete(self, resource: Resource, name: str, namespace: str | None = None,
+               propagation: str = "Foreground") -> None:
+        self.api.delete(resource, name, namespace, propagation)
         store = self.stores.get(resource)
         if store is not None:
             store.remove({"metadata": {"name": name, "namespace": namespace}})
+
+    def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None:
+        self.api.event(involved, reason, message, name=name)
+
+
+def as_view(reads: CachedReads) -> ApiView:
+    """Type-checked: the cached reads stand in wherever the controller takes an ApiView."""
+    return reads

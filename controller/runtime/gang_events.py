@@ -15,10 +15,10 @@ from trainyard import k8s as K
 
 from .. import k8s
 from ..gang_pending import EVENT_REASON, GangPending, event_message, event_name, gang_pending, waiting
-from .apiserver import RESOURCES
+from .apiserver import RESOURCES, ApiView
 
 
-def _pod_group_events(api, group: dict) -> list[dict]:
+def _pod_group_events(api: ApiView, group: dict) -> list[dict]:
     selector = f"involvedObject.kind=PodGroup,involvedObject.name={k8s.name_of(group)}"
     try:
         return api.list(RESOURCES["Event"], k8s.namespace_of(group), field_selector=selector).get("items") or []
@@ -28,7 +28,7 @@ def _pod_group_events(api, group: dict) -> list[dict]:
         raise
 
 
-def report(api, trainjob: dict, existing: Iterable[dict]) -> GangPending | None:
+def report(api: ApiView, trainjob: dict, existing: Iterable[dict]) -> GangPending | None:
     """Emit the Event for the TrainJob's waiting gang among `existing` (what reconcile read); returns the verdict.
 
     The PodGroup's events are only listed when its condition says it waits. A suspended TrainJob waits on

@@ -21,7 +21,7 @@ def _context(cert_dir: Path) -> ssl.SSLContext:
 
 def _stamp(cert_dir: Path) -> tuple:
     """What changes when either file is rewritten or its Secret symlink is swapped."""
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for name in ("tls.crt", "tls.key"):
         try:
             info = (cert_dir / name).stat()

@@ -103,7 +103,9 @@ class Informer:
         return version, False
 
     def run(self, stop: threading.Event) -> None:
-        version, listed_at, cause = None, 0.0, "initial"
+        version: str | None = None
+        listed_at = 0.0
+        cause: str | None = "initial"
         while not stop.is_set():
             try:
                 if cause:

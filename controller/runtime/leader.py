@@ -16,21 +16,11 @@ import uuid
 
 from kubernetes.client.exceptions import ApiException
 
+from trainyard.timestamps import format_micro_time, parse_time, utc_now
+
 from .apiserver import RESOURCES, ApiServer
 
-log = logging.getLogger("trainyard.controller.runtime.leader")
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def _fmt(value: dt.datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(text: str) -> dt.datetime:
-    return dt.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+log = logging.getLogger("trainyard.controller.leader")
 
 
 def lease_expired(lease: dict, now: dt.datetime) -> bool:
@@ -38,7 +28,7 @@ def lease_expired(lease: dict, now: dt.datetime) -> bool:
     renew = spec.get("renewTime")
     if not renew or not spec.get("holderIdentity"):
         return True
-    return _parse(renew) + dt.timedelta(seconds=spec.get("leaseDurationSeconds", 15)) < now
+    return parse_time(renew) + dt.timedelta(seconds=spec.get("leaseDurationSeconds", 15)) < now
 
 
 class LeaderElector:
@@ -64,10 +54,10 @@ class LeaderElector:
     def _desired(self, lease: dict | None, now: dt.datetime) -> dict:
         spec = dict((lease or {}).get("spec") or {})
         if spec.get("holderIdentity") != self.identity:
-            spec["acquireTime"] = _fmt(now)
+            spec["acquireTime"] = format_micro_time(now)
             spec["leaseTransitions"] = spec.get("leaseTransitions", 0) + (1 if lease else 0)
         spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                     "renewTime": _fmt(now)})
+                     "renewTime": format_micro_time(now)})
         meta = {"name": self.name, "namespace": self.namespace}
         if lease:
             meta["resourceVersion"] = lease["metadata"]["resourceVersion"]
@@ -75,7 +65,7 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         resource = RESOURCES["Lease"]
-        now = _now()
+        now = utc_now()
         lease = self.api.get(resource, self.name, self.namespace)
         if lease and lease["spec"].get("holderIdentity") != self.identity and not lease_expired(lease, now):
             return False

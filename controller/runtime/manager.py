@@ -15,20 +15,21 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from trainyard import k8s as K
 
-from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader
-from .cache import CachedReads, Store
 from ..errors import ControllerError
+from ..plugins.framework import StatusServerConfig
+from ..snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
+from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader, Resource
+from .cache import CachedReads, Store
 from .informer import LISTED, Informer
 from .leader import LeaderElector
-from ..plugins.framework import StatusServerConfig
 from .reconciler import owner_trainjob, reconcile
-from ..snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
 from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")
@@ -99,12 +100,13 @@ class Manager:
     def __init__(self, api: ApiServer, settings: Settings, metrics: Metrics | None = None):
         self.api, self.settings = api, settings
         self.metrics = metrics or Metrics()
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[Key] = WorkQueue()
         api.observe = lambda method, resource: self.metrics.requests.labels(method, resource).inc()
         self.stop = threading.Event()
         self.elector = LeaderElector(api, settings.lease_namespace) if settings.leader_elect else None
         relisted = lambda resource, cause: self.metrics.relists.labels(resource, cause).inc()  # noqa: E731
-        watched = [(RESOURCES["TrainJob"], self._on_trainjob, Store(RESOURCES["TrainJob"]))]
+        watched: list[tuple[Resource, Callable[[str, dict], None], Store]] = [
+            (RESOURCES["TrainJob"], self._on_trainjob, Store(RESOURCES["TrainJob"]))]
         watched += [(resource, self._on_owned, Store(resource)) for resource in
                     (RESOURCES["JobSet"], RESOURCES["PodGroup"], COSCHEDULING_PODGROUP)]
         watched += [(resource, self._on_owned, Store(resource, keep=is_controlled_by_a_trainjob)) for resource in

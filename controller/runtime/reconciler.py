@@ -9,7 +9,7 @@ a TrainJob managed by another controller is left alone; a finished one gets no n
 expired activeDeadlineSeconds fails the TrainJob and deletes its JobSet.
 
 Beyond upstream: the TrainJob's Namespace is read for the tenant's queue and default priority class
-(`tenancy.py`), and every failure to create the children (build error, missing runtime, API error while
+(`tenant_namespace.py`), and every failure to create the children (build error, missing runtime, API error while
 applying, missing Volcano queue, gang beyond a ResourceQuota) reaches the TrainJob as the condition
 `ResourcesCreationFailed` plus one Warning event per distinct cause, then is raised so the work queue
 retries with backoff; the condition goes away with the first reconcile that applies everything.
@@ -17,7 +17,6 @@ retries with backoff; the condition goes away with the first reconcile that appl
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from typing import Sequence
 from trainyard.k8s import resource_version
 
 from trainyard import k8s as K
+from trainyard.timestamps import now_time
 from .. import constants as C
 from .. import failures, gang_pending
 from ..build import build_objects, is_managed_by_us
@@ -37,9 +37,9 @@ from ..plugins import REGISTRY, framework
 from ..plugins.framework import StatusServerConfig
 from ..snapshot import runtime_key, snapshot_name, stored_runtime_document
 from ..status import build_status, deadline_exceeded, requeue_after_seconds
-from ..tenancy import tenant_runtime_document
+from ..tenant_namespace import tenant_runtime_document
 from . import gang_events
-from .apiserver import RESOURCES, ApiServer, resource_for
+from .apiserver import RESOURCES, ApiView, Resource, resource_for
 from .apply_record import edit_basis
 
 log = logging.getLogger("trainyard.controller")
@@ -54,11 +54,7 @@ class Outcome:
     requeue_after: float | None = None
 
 
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def existing_objects(api: ApiServer, trainjob: dict, snapshot: dict | None, runtime: dict | None,
+def existing_objects(api: ApiView, trainjob: dict, snapshot: dict | None, runtime: dict | None,
                      plugins: Sequence[ModuleType] = REGISTRY, namespace: dict | None = None) -> list[dict]:
     """What an earlier reconcile may have created that this build must see: the runtime snapshot, and what the
     plugins' `owned_objects` name for the runtime the build will use (the snapshot's, else `runtime`, with the
@@ -74,7 +70,7 @@ def existing_objects(api: ApiServer, trainjob: dict, snapshot: dict | None, runt
     return found
 
 
-def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | None:
+def _get_typed(api: ApiView, resource: Resource, name: str, namespace: str | None) -> dict | None:
     obj = api.get(resource, name, namespace)
     if obj is not None:
         obj.setdefault("apiVersion", resource.api_version)
@@ -82,7 +78,7 @@ def _get_typed(api: ApiServer, resource, name: str, namespace: str) -> dict | No
     return obj
 
 
-def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
+def fetch_runtime(api: ApiView, trainjob: dict) -> dict | None:
     ref = trainjob["spec"].get("runtimeRef") or {}
     kind = ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND)
     if ref.get("apiGroup", K.TRAINER_GROUP) != K.TRAINER_GROUP or kind not in C.RUNTIME_KINDS:
@@ -99,7 +95,7 @@ def _key(obj: dict) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
-def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusServerConfig | None = None,
+def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServerConfig | None = None,
               plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
     `status_server`: set when the TrainJobStatus feature gate is on. `plugins`: the registry (tests pass another).
@@ -115,7 +111,8 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
     namespace_objects = _namespace(api, namespace)
     existing = existing_objects(api, trainjob, snapshot, runtime, plugins, next(iter(namespace_objects), None))
     applied: list[str] = []
-    failure, error = None, None
+    failure: failures.Failure | None = None
+    error: Exception | None = None
     try:
         objects = build_objects(trainjob, runtime, existing + namespace_objects, status_server=status_server,
                                 plugins=plugins, seal_key=seal_key)
@@ -136,7 +133,7 @@ def reconcile(api: ApiServer, namespace: str, name: str, status_server: StatusSe
             raise
         failure, error = failures.api_failure(exc), exc
     jobset = api.get(RESOURCES["JobSet"], name, namespace)
-    now = now_rfc3339()
+    now = now_time()
     status = failures.with_failure(build_status(trainjob, jobset, now), failure, now)
     if failure is not None and failures.is_new(trainjob.get("status") or {}, failure):
         api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
@@ -163,7 +160,7 @@ def _runtime_missing(trainjob: dict, runtime: dict | None, has_snapshot: bool) -
     return runtime is None and not has_snapshot and group == K.TRAINER_GROUP and kind in C.RUNTIME_KINDS
 
 
-def _namespace(api: ApiServer, namespace: str) -> list[dict]:
+def _namespace(api: ApiView, namespace: str) -> list[dict]:
     """The TrainJob's Namespace (tenant queue, default priority class); none when it cannot be read,
     e.g. a controller deployed without the right to get namespaces: then nothing is defaulted."""
     try:
@@ -176,7 +173,7 @@ def _namespace(api: ApiServer, namespace: str) -> list[dict]:
     return [found] if found else []
 
 
-def _preflight(api: ApiServer, namespace: str, objects: list[dict], existing: list[dict]) -> failures.Failure | None:
+def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list[dict]) -> failures.Failure | None:
     """Causes the API server would not report at apply time: a missing Volcano queue, and (when the JobSet
     is about to be created) a gang larger than a ResourceQuota's hard limit."""
     missing = [q for q in dict.fromkeys(failures.volcano_queues(objects)) if api.get(RESOURCES["Queue"], q) is None]

@@ -6,12 +6,15 @@ and calls `run`; a bad combination of options raises `UsageError` before anythin
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainyard.timestamps import format_micro_time
 
 from ..feature_gates import TRAINJOB_STATUS, parse_feature_gates
 from .ratelimit import UPSTREAM_BURST, UPSTREAM_QPS, client_limiter
@@ -25,7 +28,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; messages that are already JSON are merged in."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
+        stamp = format_micro_time(dt.datetime.fromtimestamp(record.created, dt.timezone.utc))
+        entry = {"ts": stamp, "level": record.levelname.lower(),
                  "logger": record.name}
         message = record.getMessage()
         try:

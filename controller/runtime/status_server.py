@@ -52,7 +52,7 @@ def route(method: str, path: str) -> tuple[str, str] | None | str:
     match = _PATH.match(path.split("?", 1)[0])
     if match is None:
         return None
-    return match.groups() if method == "POST" else "method"
+    return (match.group(1), match.group(2)) if method == "POST" else "method"
 
 
 def bearer_token(header: str | None) -> str:
@@ -118,7 +118,7 @@ def review_allows(review_status: dict, namespace: str, audience: str) -> bool:
     if not review_status.get("authenticated") or audience not in (review_status.get("audiences") or []):
         return False
     match = _SERVICE_ACCOUNT.match((review_status.get("user") or {}).get("username", ""))
-    return bool(match) and match.group(1) == namespace
+    return match is not None and match.group(1) == namespace
 
 
 class StatusServer:
@@ -132,7 +132,7 @@ class StatusServer:
         target = route(method, path)
         if target is None:
             return 404, failure("Not found", "NotFound", 404)
-        if target == "method":
+        if isinstance(target, str):
             return 405, "Method Not Allowed\n"
         namespace, name = target
         length = int(headers.get("Content-Length") or 0)

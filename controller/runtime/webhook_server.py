@@ -21,13 +21,13 @@ from kubernetes.client.exceptions import ApiException
 
 from ..admission import admission_review_response
 from ..webhook_configuration import VALIDATE_PATH
-from .apiserver import RESOURCES, ApiServer
+from .apiserver import RESOURCES, ApiView
 from .https_server import serve_https
 
 log = logging.getLogger("trainyard.controller.webhook")
 
 
-def make_lookup(api: ApiServer):
+def make_lookup(api: ApiView):
     def lookup(kind: str, name: str | None, namespace: str | None = None):
         resource = RESOURCES.get(kind)
         if resource is None:
@@ -56,7 +56,7 @@ def make_lookup(api: ApiServer):
     return lookup
 
 
-def serve_webhooks(api: ApiServer, address: str, cert_dir: str) -> ThreadingHTTPServer:
+def serve_webhooks(api: ApiView, address: str, cert_dir: str) -> ThreadingHTTPServer:
     lookup = make_lookup(api)
 
     class Handler(BaseHTTPRequestHandler):

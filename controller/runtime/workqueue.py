@@ -15,34 +15,37 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from typing import Hashable
+from typing import Generic, Hashable, TypeVar
 
 NORMAL_PRIORITY = 0
 # What controller-runtime gives events from an informer's initial list or an unchanged object on resync.
 LOW_PRIORITY = -100
 
 
-class WorkQueue:
+KeyT = TypeVar("KeyT", bound=Hashable)
+
+
+class WorkQueue(Generic[KeyT]):
     def __init__(self, base_delay: float = 0.05, max_delay: float = 60.0, max_retries: int = 15):
         self._cond = threading.Condition()
         # Ready keys: heap of (-priority, sequence, key); `_queued` holds each key's live entry, so a raised
         # key's old heap entry is recognised as stale and skipped.
-        self._ready: list[tuple[int, int, Hashable]] = []
-        self._queued: dict[Hashable, tuple[int, int]] = {}
-        self._processing: set[Hashable] = set()
-        self._dirty: dict[Hashable, int] = {}  # added while in flight -> the priority it comes back with
-        self._delayed: list[tuple[float, int, Hashable, int]] = []
-        self._failures: dict[Hashable, int] = {}
+        self._ready: list[tuple[int, int, KeyT]] = []
+        self._queued: dict[KeyT, tuple[int, int]] = {}
+        self._processing: set[KeyT] = set()
+        self._dirty: dict[KeyT, int] = {}  # added while in flight -> the priority it comes back with
+        self._delayed: list[tuple[float, int, KeyT, int]] = []
+        self._failures: dict[KeyT, int] = {}
         self._seq = 0
         self._shutdown = False
         self.base_delay, self.max_delay, self.max_retries = base_delay, max_delay, max_retries
 
-    def add(self, key: Hashable, priority: int = NORMAL_PRIORITY) -> None:
+    def add(self, key: KeyT, priority: int = NORMAL_PRIORITY) -> None:
         with self._cond:
             if not self._shutdown:
                 self._add_locked(key, priority)
 
-    def _add_locked(self, key: Hashable, priority: int) -> None:
+    def _add_locked(self, key: KeyT, priority: int) -> None:
         if key in self._processing:
             self._dirty[key] = max(priority, self._dirty.get(key, priority))
             return
@@ -54,7 +57,7 @@ class WorkQueue:
         heapq.heappush(self._ready, (-priority, self._seq, key))
         self._cond.notify()
 
-    def add_after(self, key: Hashable, delay: float, priority: int = NORMAL_PRIORITY) -> None:
+    def add_after(self, key: KeyT, delay: float, priority: int = NORMAL_PRIORITY) -> None:
         if delay <= 0:
             self.add(key, priority)
             return
@@ -63,7 +66,7 @@ class WorkQueue:
             heapq.heappush(self._delayed, (time.monotonic() + delay, self._seq, key, priority))
             self._cond.notify()
 
-    def retry(self, key: Hashable) -> bool:
+    def retry(self, key: KeyT) -> bool:
         """Requeue after a failure with exponential backoff; False once the retry budget is spent."""
         with self._cond:
             count = self._failures.get(key, 0) + 1
@@ -74,15 +77,15 @@ class WorkQueue:
         self.add_after(key, min(self.max_delay, self.base_delay * 2 ** (count - 1)))
         return True
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: KeyT) -> None:
         with self._cond:
             self._failures.pop(key, None)
 
-    def failures(self, key: Hashable) -> int:
+    def failures(self, key: KeyT) -> int:
         with self._cond:
             return self._failures.get(key, 0)
 
-    def get(self, timeout: float | None = None) -> Hashable | None:
+    def get(self, timeout: float | None = None) -> KeyT | None:
         """Next key to process, or None on shutdown/timeout. Call done(key) afterwards."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -104,7 +107,7 @@ class WorkQueue:
                     wait = remaining if wait is None else min(wait, remaining)
                 self._cond.wait(wait)
 
-    def _pop_ready(self) -> Hashable | None:
+    def _pop_ready(self) -> KeyT | None:
         while self._ready:
             negative_priority, seq, key = heapq.heappop(self._ready)
             if self._queued.get(key) == (negative_priority, seq):
@@ -112,7 +115,7 @@ class WorkQueue:
                 return key
         return None
 
-    def done(self, key: Hashable) -> None:
+    def done(self, key: KeyT) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:

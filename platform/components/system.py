@@ -81,6 +81,7 @@ class Volcano(pulumi.ComponentResource):
     def __init__(self, name: str, config: StackConfig, policies: list[dict], chart_dir: Path | None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("platform", "Volcano"), name, None, opts)
+        namespace: pulumi.Resource
         if config.controllers_run_locally or chart_dir is None:
             namespace = register({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIGMAP_NAMESPACE}},
                                  child(self))
@@ -89,7 +90,7 @@ class Volcano(pulumi.ComponentResource):
                 register(policy, child(self))
         else:
             namespace = chart_namespace(CONFIGMAP_NAMESPACE, self)
-            policy = config.policies
+            crd_settings = config.policies
             k8s.helm.v4.Chart(f"{name}-chart", chart=str(chart_dir), namespace=CONFIGMAP_NAMESPACE, name="volcano",
                               values={
                                   "basic": {"image_registry": config.upstream.volcano_registry,
@@ -98,7 +99,7 @@ class Volcano(pulumi.ComponentResource):
                                              "scheduler_config_override": render(config.scheduler)},
                               },
                               opts=child(self, [namespace],
-                                         transforms=[crd_policy(policy.protect_crds, policy.retain_crds)]))
+                                         transforms=[crd_policy(crd_settings.protect_crds, crd_settings.retain_crds)]))
         self.register_outputs({"schedulerConfig": render(config.scheduler)})
 
 
@@ -107,12 +108,12 @@ class Scheduling(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("queues", "Scheduling"), name, None, opts)
-        for spec in config.priority_classes:
-            register(render_priority_class(spec), child(self))
+        for priority_class in config.priority_classes:
+            register(render_priority_class(priority_class), child(self))
         parents: dict[str, pulumi.Resource] = {}
-        for spec in config.parent_queues:
-            deps = [parents[spec.parent]] if spec.parent in parents else []
-            parents[spec.name] = register(render_queue(spec), child(self, deps))
+        for queue in config.parent_queues:
+            deps = [parents[queue.parent]] if queue.parent in parents else []
+            parents[queue.name] = register(render_queue(queue), child(self, deps))
         self.parent_queues = parents
         racks: list[pulumi.Resource] = []
         for hypernode in render_hypernodes(config.topology):
@@ -150,6 +151,7 @@ class TrainyardController(pulumi.ComponentResource):
 
     def _register_sdk_public_info(self, spec, controller_namespace: pulumi.Resource) -> None:
         objects = ctl.render_sdk_public_info(spec)
+        sdk_namespace: pulumi.Resource
         if objects[0]["kind"] == "Namespace":
             sdk_namespace = register(objects.pop(0), child(self))
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 
 from trainyard.platform import tenant_objects as objs
@@ -16,7 +18,7 @@ from trainyard.platform.tokens import type_token
 # A changed runtime is replaced, not updated in place: pulumi-kubernetes 4.25 sends an empty policy
 # object such as `mlPolicy.torch: {}` as null on update, which the CRD rightly rejects. Replacing is
 # safe for users: every TrainJob builds from its own runtime snapshot, never from the live runtime.
-RUNTIME_UPDATE = {"replace_on_changes": ["spec"], "delete_before_replace": True}
+RUNTIME_UPDATE: dict[str, Any] = {"replace_on_changes": ["spec"], "delete_before_replace": True}
 
 
 class Guardrails(pulumi.ComponentResource):

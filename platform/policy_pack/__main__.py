@@ -16,18 +16,18 @@ from trainyard.platform.policy_pack.checks import CRD_TYPE, tenant_coverage_viol
 
 def _no_wildcards(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for message in wildcard_violations(args.resource_type, args.props):
-        report(message)
+        report(message, None)
 
 
 def _crds_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == CRD_TYPE and not args.opts.protect and args.props.get("metadata", {}).get(
             "labels", {}).get(CRD_UNPROTECTED_LABEL) != "true":
-        report("CRDs must be protected: deleting one deletes every object of its kind (set policies.protectCrds)")
+        report("CRDs must be protected: deleting one deletes every object of its kind (set policies.protectCrds)", None)
 
 
 def _tenant_coverage(args: StackValidationArgs, report: ReportViolation) -> None:
     for message in tenant_coverage_violations((r.resource_type, r.props) for r in args.resources):
-        report(message)
+        report(message, None)
 
 
 PolicyPack(

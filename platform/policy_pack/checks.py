@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from trainyard.k8s import GPU_RESOURCE, TENANT_LABEL, VOLCANO_API_VERSION, pulumi_type
 
@@ -17,7 +17,7 @@ CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 GPU_QUOTA = f"requests.{GPU_RESOURCE}"
 
 
-def wildcard_violations(resource_type: str, props: dict) -> list[str]:
+def wildcard_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     if resource_type not in ROLE_TYPES:
         return []
     out = []
@@ -28,11 +28,11 @@ def wildcard_violations(resource_type: str, props: dict) -> list[str]:
     return out
 
 
-def _labels(props: dict) -> dict:
+def _labels(props: Mapping[str, Any]) -> dict:
     return (props.get("metadata") or {}).get("labels") or {}
 
 
-def tenant_coverage_violations(resources: Iterable[tuple[str, dict]]) -> list[str]:
+def tenant_coverage_violations(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
     """Every tenant namespace has a GPU quota, a RoleBinding, a Volcano queue, a queue-guard binding and a
     GPU-pod routing binding (without it, GPU pods would be refused rather than sent to Volcano)."""
     resources = list(resources)

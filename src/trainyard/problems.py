@@ -74,7 +74,7 @@ def api_message(problem: Problem) -> str:
         return f"{field}: Forbidden: {message}"
     if value is MISSING:
         return f"{field}: {kind}: {message}"
-    label = kind if kind.endswith("value") else f"{kind} value"
+    label = kind if kind and kind.endswith("value") else f"{kind or 'Invalid'} value"
     return f"{field}: {label}: {render_value(value)}: {message}"
 
 

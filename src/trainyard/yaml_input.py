@@ -83,10 +83,12 @@ def compose_all(text: str, source: str) -> list[yaml.Node]:
         raise YamlInputError(source, f"the text has {len(text)} characters, more than the limit of {MAX_BYTES}",
                              "split it or remove what does not belong in it")
     loader = yaml.SafeLoader(text)
-    nodes = []
+    nodes: list[yaml.Node] = []
     try:
         while loader.check_node():
             node = loader.get_node()
+            if node is None:  # not after check_node(); never loop on it
+                break
             check_node(node, source)
             nodes.append(node)
     except yaml.YAMLError as err:

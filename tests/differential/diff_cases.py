@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+from builders import new_trainjob
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 API = f"{GROUP}/{VERSION}"
@@ -33,11 +36,9 @@ class Case:
     runtimes: list[dict] = field(default_factory=list)
 
 
-def trainjob(name: str, runtime: str, kind: str = "ClusterTrainingRuntime", **spec) -> dict:
-    """A SUSPENDED TrainJob: its JobSet is created suspended, so no pod runs and the status is the same
-    whenever it is read (Suspended, jobsStatus of suspended jobs) on both sides."""
-    return {"apiVersion": API, "kind": "TrainJob", "metadata": {"name": name},
-            "spec": {"runtimeRef": {"name": runtime, "kind": kind}, "suspend": True, **spec}}
+suspended_trainjob = partial(new_trainjob, suspend=True)
+"""A SUSPENDED TrainJob: its JobSet is created suspended, so no pod runs and the status is the same
+whenever it is read (Suspended, jobsStatus of suspended jobs) on both sides."""
 
 
 # --------------------------------------------------------------------------- catalog
@@ -50,8 +51,8 @@ def catalog_cases() -> list[Case]:
     cases = []
     for runtime in render_cluster_runtimes(load_catalog()):
         name = runtime["metadata"]["name"]
-        cases.append(Case(f"cat-{name.replace('.', '-')}", "catalog", trainjob(f"cat-{name.replace('.', '-')}", name),
-                          [runtime]))
+        case = f"cat-{name.replace('.', '-')}"
+        cases.append(Case(case, "catalog", suspended_trainjob(case, name, "ClusterTrainingRuntime"), [runtime]))
     return cases
 
 
@@ -104,7 +105,7 @@ def seed_cases() -> list[Case]:
             tj["spec"]["runtimeRef"] = {"name": stem, "kind": kind}
             tj["spec"]["suspend"] = True
         else:
-            tj = trainjob(f"seed-{number}", stem, kind)  # short: JobSet refuses names whose pods exceed 63
+            tj = suspended_trainjob(f"seed-{number}", stem, kind)  # short: JobSet refuses names whose pods exceed 63
         cases.append(Case(tj["metadata"]["name"], "seed", tj, [runtime]))
     return cases
 
@@ -265,7 +266,7 @@ def generated_pair(draw, index: int) -> tuple[dict, dict]:
                                       "trainingRuntimeSpec": {"template": {"spec": patch_spec}}}]
     if draw(st.integers(0, 3)) == 0:
         tj_spec["activeDeadlineSeconds"] = draw(st.sampled_from([60, 3600]))
-    tj = trainjob(name, name, "TrainingRuntime", **tj_spec)
+    tj = suspended_trainjob(name, name, "TrainingRuntime", **tj_spec)
     if draw(st.integers(0, 3)) == 0:
         tj["metadata"]["labels"] = {"project": "diff"}
     return tj, runtime
@@ -305,7 +306,7 @@ def invalid_runtimes() -> list[dict]:
 
 
 def _bad(name: str, runtime: str = TORCH_RT, kind: str = "TrainingRuntime", **spec) -> dict:
-    return trainjob(name, runtime, kind, **spec)
+    return suspended_trainjob(name, runtime, kind, **spec)
 
 
 def _patch(manager: str, job: str = "node", pod_spec: dict | None = None) -> list[dict]:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from diff_cases import API, GROUP, VERSION, Case
+from waiting import wait_for
 
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 PODGROUP = ("scheduling.volcano.sh", "v1beta1", "podgroups")
@@ -171,17 +172,20 @@ def wait_and_collect(api: Api, namespace: str, names: set[str], timeout: float, 
                      interval: float = 1.0) -> dict[str, list[dict]]:
     """Poll until every TrainJob has a status condition and nothing changed for `quiet_polls` polls in a row
     (a TrainJob whose resources cannot be built may never get a condition: the deadline ends the wait)."""
-    deadline = time.monotonic() + timeout
+    objects: dict[str, list[dict]] = {}
     last, quiet = None, 0
-    while True:
+
+    def settled_and_quiet() -> bool:
+        nonlocal objects, last, quiet
         objects = collect(api, namespace)
         print_ = _fingerprint(objects)
         quiet = quiet + 1 if print_ == last else 0
         last = print_
         done = all(_settled(objects.get(n) or []) for n in names)
-        if (done and quiet >= quiet_polls) or (quiet >= 3 * quiet_polls) or time.monotonic() > deadline:
-            return {n: objects.get(n, []) for n in names}
-        time.sleep(interval)
+        return (done and quiet >= quiet_polls) or quiet >= 3 * quiet_polls
+
+    wait_for(settled_and_quiet, timeout, f"the TrainJobs of {namespace} settled", interval, error=None)
+    return {n: objects.get(n, []) for n in names}
 
 
 def clean_up(api: Api, namespace: str, cluster_runtimes: list[str]) -> None:
@@ -203,11 +207,13 @@ def clean_up(api: Api, namespace: str, cluster_runtimes: list[str]) -> None:
             if exc.status != 404:
                 raise
     api.core.delete_namespace(namespace)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    left: set[str] = set()
+
+    def all_deleted() -> bool:
+        nonlocal left
         left = {r["metadata"]["name"] for r in api.custom.list_cluster_custom_object(
             GROUP, VERSION, "clustertrainingruntimes")["items"]} & set(cluster_runtimes)
-        if not left and not api.list(GROUP, VERSION, "trainjobs", namespace):
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"cluster runtimes {sorted(left)} or TrainJobs of {namespace} were not deleted")
+        return not left and not api.list(GROUP, VERSION, "trainjobs", namespace)
+
+    if not wait_for(all_deleted, 60, f"the runtimes and TrainJobs of {namespace} deleted", 0.5, error=None):
+        raise AssertionError(f"cluster runtimes {sorted(left)} or TrainJobs of {namespace} were not deleted")

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from tenant_helpers import create, delete_cluster_object, prepare, runtime, unprepare
+from builders import torch_runtime
+from tenant_helpers import create, delete_cluster_object, prepare, unprepare
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +20,6 @@ def shared(cluster):
 @pytest.fixture
 def catalog_runtime(cluster):
     name = f"catalog-{uuid.uuid4().hex[:6]}"
-    create(cluster, runtime(name))
+    create(cluster, torch_runtime(name, gpus=8))
     yield name
     delete_cluster_object(cluster, "clustertrainingruntime", name)

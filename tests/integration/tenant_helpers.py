@@ -1,10 +1,9 @@
 """A tenant as the platform renders it (Namespace, Volcano queue, quotas, RBAC, queue guard), applied to the
-test cluster without Pulumi, plus the TrainJob/runtime builders and waits the tenant tests share."""
+test cluster without Pulumi, plus the waits the tenant tests share (their builders are tests/builders.py's)."""
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 
@@ -15,9 +14,10 @@ from trainyard.k8s import TRAINER_VERSION as VERSION
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION  # noqa: F401
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
 from trainyard.platform.queue_guard import render_queue_guard_binding
-from trainyard.platform.stack_config import TenantGroups, TenantQuota, TenantSpec
+from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_bundle import shared_bundle, tenant_bundle
-from trainyard.queues.volcano_queues import QueueSpec
+
+from waiting import wait_for
 
 FAILED = "ResourcesCreationFailed"
 
@@ -59,17 +59,6 @@ class Tenant:
     @property
     def user(self) -> tuple[str, str]:
         return "alice-" + self.spec.name, self.spec.groups.users[0]
-
-
-def tenant_spec(gpus: int = 16, train_jobs: int = 50, priority_classes: tuple[str, ...] = (),
-                default_priority_class: str | None = None, queue_gpus: int | None = None) -> TenantSpec:
-    name = f"tn-{uuid.uuid4().hex[:6]}"
-    capability = {"nvidia.com/gpu": gpus if queue_gpus is None else queue_gpus, "cpu": 192, "memory": "2048Gi"}
-    return TenantSpec(name=name, namespace=name, catalog_version="1.2.0",
-                      queue=QueueSpec(name=name, capability=capability),
-                      quota=TenantQuota(cpu=192, memory="2048Gi", gpu=gpus, train_jobs=train_jobs),
-                      default_priority_class=default_priority_class, priority_classes=priority_classes,
-                      groups=TenantGroups(admins=(f"{name}-admins",), users=(f"{name}-users",)))
 
 
 def tenant_objects(spec: TenantSpec) -> list[dict]:
@@ -141,17 +130,19 @@ def wait_quota_monitors(cluster, timeout: float = 120) -> None:
     has found them (it re-discovers every 30 s), and a quota it saw before that stays uncounted until its
     next full resync (minutes). Probe with fresh quotas until one is counted."""
     ns = cluster.namespace("quota-probe")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def a_fresh_quota_counted() -> bool:
         name = f"probe-{uuid.uuid4().hex[:6]}"
         cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns},
                        "spec": {"hard": {key: "100" for key in COUNTED}}})
-        for _ in range(10):
+
+        def counted() -> bool:
             status = cluster.core.read_namespaced_resource_quota(name, ns).status
-            if status and set(status.used or {}) >= set(COUNTED):
-                return
-            time.sleep(0.5)
-    raise AssertionError("the quota controller never counted custom resources")
+            return bool(status and set(status.used or {}) >= set(COUNTED))
+
+        return wait_for(counted, 5, f"quota {name} counted", 0.5, error=None)
+
+    wait_for(a_fresh_quota_counted, timeout, "the quota controller to count custom resources", interval=0)
 
 
 def wait_quotas_synced(cluster, ns: str) -> None:
@@ -177,31 +168,6 @@ def with_gpus(spec: TenantSpec, gpus: int) -> TenantSpec:
     """The same tenant after the platform team raised its GPU quota and queue capability."""
     return replace(spec, quota=replace(spec.quota, gpu=gpus),
                    queue=replace(spec.queue, capability={**spec.queue.capability, "nvidia.com/gpu": gpus}))
-
-
-def runtime(name: str, gpus: int = 8, annotations: dict | None = None) -> dict:
-    """A catalog-style ClusterTrainingRuntime: Volcano gang, no queue, no priority class."""
-    template: dict = {"spec": {"replicatedJobs": [{
-        "name": "node",
-        "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                     "spec": {"template": {"spec": {
-                         "schedulerName": "volcano",
-                         "containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                                         "command": ["torchrun", "train.py"],
-                                         "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}}]}}
-    if annotations:
-        template["metadata"] = {"annotations": annotations}
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
-            "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": {"volcano": {}}, "template": template}}
-
-
-def trainjob(name: str, ns: str, runtime_name: str, nodes: int = 1, labels: dict | None = None, **spec) -> dict:
-    meta: dict = {"name": name, "namespace": ns}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": meta,
-            "spec": {"runtimeRef": {"name": runtime_name}, "trainer": {"numNodes": nodes}, **spec}}
 
 
 def priority_class(name: str, value: int) -> dict:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (add_tenant, blocker_running, create, create_error, delete_cluster_object, podgroup, queued_blocker,
-                            remove_tenant, runtime, tenant_spec, trainjob)
+                            remove_tenant)
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def bound(cluster, ns: str, *names: str) -> None:
 @pytest.fixture
 def topology_runtime(cluster):
     name = f"rack-{uuid.uuid4().hex[:6]}"
-    rt = runtime(name)
+    rt = torch_runtime(name, gpus=8)
     rt["spec"]["podGroupPolicy"] = {"volcano": {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}
     create(cluster, rt)
     yield name
@@ -72,17 +73,18 @@ def topology_runtime(cluster):
 def test_fit_a_job_that_fits_then_one_beyond_the_hard_quota(cluster, shared, catalog_runtime, idle, tmp_path):
     tenant = add_tenant(cluster, tenant_spec(gpus=24, queue_gpus=32))
     try:
-        ok = fit(cluster, tmp_path, trainjob("ok", tenant.ns, catalog_runtime, nodes=2))
+        ok = fit(cluster, tmp_path, new_trainjob("ok", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert ok.returncode == 0, ok.stdout + ok.stderr
         assert "ok: admitted" in ok.stdout and f"ok: queue {tenant.queue}: capability {GPU} 32, allocated 0" in ok.stdout
         assert ok.stdout.strip().splitlines()[-1].startswith("fits now: gpu-node-"), ok.stdout
-        never = fit(cluster, tmp_path, trainjob("never", tenant.ns, catalog_runtime, nodes=4))
+        never = fit(cluster, tmp_path, new_trainjob("never", catalog_runtime, namespace=tenant.ns, nodes=4))
         assert never.returncode == 2, never.stdout
         verdict = f"quota tenant-quota in {tenant.ns} allows requests.{GPU} 24, this job needs 32: it can never start"
         assert f"refused: {verdict}" in never.stdout
         assert cluster.get_object("trainer.kubeflow.org", "v1alpha1", "trainjobs", "ok", tenant.ns) is None
         # the promise holds: admission refuses the create in the same words
-        assert verdict in create_error(cluster, trainjob("never", tenant.ns, catalog_runtime, nodes=4), tenant.user)
+        never = new_trainjob("never", catalog_runtime, namespace=tenant.ns, nodes=4)
+        assert verdict in create_error(cluster, never, tenant.user)
     finally:
         remove_tenant(cluster, tenant.spec)
 
@@ -90,8 +92,8 @@ def test_fit_a_job_that_fits_then_one_beyond_the_hard_quota(cluster, shared, cat
 def test_fit_refuses_what_admission_refuses(cluster, shared, catalog_runtime, idle, tmp_path):
     tenant = add_tenant(cluster, tenant_spec())
     try:
-        tj = trainjob("other-queue", tenant.ns, catalog_runtime,
-                      annotations={"scheduling.volcano.sh/queue-name": "default"})
+        tj = new_trainjob("other-queue", catalog_runtime, namespace=tenant.ns, nodes=1,
+                          annotations={"scheduling.volcano.sh/queue-name": "default"})
         refused = fit(cluster, tmp_path, tj)
         assert refused.returncode == 2 and "refused: admission:" in refused.stdout and tenant.queue in refused.stdout
     finally:
@@ -103,7 +105,7 @@ def test_fit_waits_on_quota(cluster, shared, catalog_runtime, idle, tmp_path):
     try:
         cluster.apply(*queued_blocker(tenant, "hold"))
         blocker_running(cluster, tenant.ns, "hold")
-        waits = fit(cluster, tmp_path, trainjob("q", tenant.ns, catalog_runtime, nodes=2))
+        waits = fit(cluster, tmp_path, new_trainjob("q", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert waits.returncode == 1, waits.stdout + waits.stderr
         assert waits.stdout.strip().splitlines()[-1] == \
             f"waits: quota tenant-quota in {tenant.ns} requests.{GPU} 16, used 8, this job needs 16"
@@ -116,7 +118,7 @@ def test_fit_waits_on_queue_capability(cluster, shared, catalog_runtime, idle, t
     try:
         cluster.apply(*queued_blocker(tenant, "hold"))
         blocker_running(cluster, tenant.ns, "hold")
-        waits = fit(cluster, tmp_path, trainjob("q", tenant.ns, catalog_runtime, nodes=2))
+        waits = fit(cluster, tmp_path, new_trainjob("q", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert waits.returncode == 1, waits.stdout + waits.stderr
         assert waits.stdout.strip().splitlines()[-1] == \
             f"waits: queue {tenant.queue} capability {GPU} 16, allocated 8, this job needs 16"
@@ -134,13 +136,13 @@ def test_fit_waits_on_topology_where_the_same_job_without_it_fits(cluster, share
     try:
         cluster.apply(gpu_pod("a", other, "gpu-node-0", 4), gpu_pod("b", other, "gpu-node-2", 4))
         bound(cluster, other, "a", "b")
-        waits = fit(cluster, tmp_path, trainjob("rack", tenant.ns, topology_runtime, nodes=2))
+        waits = fit(cluster, tmp_path, new_trainjob("rack", topology_runtime, namespace=tenant.ns, nodes=2))
         assert waits.returncode == 1, waits.stdout + waits.stderr
         last = waits.stdout.strip().splitlines()[-1]
         assert last.startswith("waits: topology: the gang must fit in one rack (networkTopology hard, "
                                "highestTierAllowed 1)"), last
         assert "free per rack: rack-0 12, rack-1 12" in last
-        plain = fit(cluster, tmp_path, trainjob("plain", tenant.ns, catalog_runtime, nodes=2))
+        plain = fit(cluster, tmp_path, new_trainjob("plain", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert plain.returncode == 0, plain.stdout
         assert "fits now: gpu-node-1 1 pod, gpu-node-3 1 pod" in plain.stdout
     finally:
@@ -154,12 +156,12 @@ def test_fit_waits_on_fragmentation(cluster, shared, catalog_runtime, idle, tmp_
     try:
         cluster.apply(*[gpu_pod(f"p{i}", other, f"gpu-node-{i}", 4) for i in range(4)])
         bound(cluster, other, "p0", "p1", "p2", "p3")
-        waits = fit(cluster, tmp_path, trainjob("frag", tenant.ns, catalog_runtime, nodes=2))
+        waits = fit(cluster, tmp_path, new_trainjob("frag", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert waits.returncode == 1, waits.stdout + waits.stderr
         last = waits.stdout.strip().splitlines()[-1]
         assert last.startswith(f"waits: fragmented: 16 free {GPU} in total, enough for this job's 16, but no set of "
                                f"nodes hosts its 2 pods of up to 8 {GPU}"), last
-        small = fit(cluster, tmp_path, trainjob("small", tenant.ns, catalog_runtime, nodes=1))
+        small = fit(cluster, tmp_path, new_trainjob("small", catalog_runtime, namespace=tenant.ns, nodes=1))
         assert small.returncode == 1 and "fragmented" in small.stdout  # even one 8-GPU pod has no node
     finally:
         remove_tenant(cluster, tenant.spec)
@@ -171,7 +173,7 @@ def test_a_pod_larger_than_every_node_is_never_and_volcano_never_places_it(clust
     unschedulable and binds none of it (before, fit said "waits: fragmented")."""
     tenant = add_tenant(cluster, tenant_spec(gpus=64))
     try:
-        tj = trainjob("huge", tenant.ns, catalog_runtime, nodes=1)
+        tj = new_trainjob("huge", catalog_runtime, namespace=tenant.ns, nodes=1)
         tj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {GPU: "16"}}
         never = fit(cluster, tmp_path, tj)
         assert never.returncode == 2, never.stdout + never.stderr
@@ -201,7 +203,7 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
         bound(cluster, other, "four")
         cluster.apply(*queued_blocker(tenant, "hold"))  # 8 GPUs: not on gpu-node-3, 4 are taken there
         blocker_running(cluster, tenant.ns, "hold")
-        create(cluster, trainjob("waiting", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        create(cluster, new_trainjob("waiting", catalog_runtime, namespace=tenant.ns, nodes=2), as_user=tenant.user)
         cluster.wait(lambda: (pg := podgroup(cluster, "waiting", tenant.ns)) and any(
             c.get("type") == "Unschedulable" for c in (pg.get("status") or {}).get("conditions") or []),
             timeout=90, what="the waiting gang's Unschedulable condition")

@@ -17,6 +17,8 @@ from trainyard.cluster import certs, local
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
 from trainyard.controller.webhook_configuration import webhook_configuration
 
+from builders import new_trainjob, torch_runtime
+
 pytestmark = pytest.mark.integration
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
@@ -36,24 +38,13 @@ def registration(name: str, port: int, ca_pem: bytes, namespace: str) -> dict:
     return config
 
 
-def trainjob(name: str, runtime: str) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": name},
-            "spec": {"runtimeRef": {"name": runtime}, "suspend": True}}
-
-
 def test_a_renewed_certificate_is_served_without_a_restart(cluster, tmp_path):
     ns, name = cluster.namespace("certs"), f"rotation-{uuid.uuid4().hex[:6]}"
     port = cluster.spec.ports.base + 37
     cert_dir, renewed = tmp_path / "certs", tmp_path / "renewed"
     first_ca = certs.write_serving_pair(cert_dir, "first")
     runtime = f"rot-{uuid.uuid4().hex[:6]}"
-    cluster.apply({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
-                   "metadata": {"name": runtime, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-                   "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
-                       "name": "node", "template": {
-                           "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                           "spec": {"template": {"spec": {"containers": [
-                               {"name": "node", "image": "pytorch/pytorch:2.7.1", "command": ["torchrun", "t.py"]}]}}}}}]}}}})
+    cluster.apply(torch_runtime(runtime, volcano=False, image="pytorch/pytorch:2.7.1", command=("torchrun", "t.py")))
     table = ProcessTable(tmp_path / "proc")  # a standby replica: it serves admission, the leader reconciles
     table.start(ProcessSpec("rotating-controller", [
         sys.executable, "-m", "trainyard.cli.controller", "run",
@@ -64,7 +55,8 @@ def test_a_renewed_certificate_is_served_without_a_restart(cluster, tmp_path):
     try:
         assert wait_for_port(port, 60), "the second replica's webhook listens"
         cluster.apply(registration(name, port, first_ca, ns))
-        cluster.kubectl("create", "-n", ns, "-f", "-", input_text=json.dumps(trainjob("before", runtime)))
+        cluster.kubectl("create", "-n", ns, "-f", "-",
+                        input_text=json.dumps(new_trainjob("before", runtime, suspend=True)))
         before = served_certificate(port)
 
         new_ca = certs.write_serving_pair(renewed, "second")
@@ -80,7 +72,8 @@ def test_a_renewed_certificate_is_served_without_a_restart(cluster, tmp_path):
         assert ssl.PEM_cert_to_DER_cert(after) == ssl.PEM_cert_to_DER_cert((renewed / "tls.crt").read_text()), \
             "the server presents exactly the renewed certificate"
         # Only a reloaded server passes: the API server now trusts the new CA alone.
-        cluster.kubectl("create", "-n", ns, "-f", "-", input_text=json.dumps(trainjob("after", runtime)))
+        cluster.kubectl("create", "-n", ns, "-f", "-",
+                        input_text=json.dumps(new_trainjob("after", runtime, suspend=True)))
         assert cluster.get_object(GROUP, VERSION, "trainjobs", "after", ns) is not None
     finally:
         cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")

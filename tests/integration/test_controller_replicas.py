@@ -20,7 +20,8 @@ def _holder(cluster) -> str | None:
 
 
 def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
-    from test_trainjob_controller import _create_retrying, create, jobset, torch_runtime, trainjob
+    from builders import EIGHT_GPUS, new_trainjob, torch_runtime
+    from test_trainjob_controller import _create_retrying, create, jobset
 
     paths = local.ClusterPaths.for_name(cluster.name)
     ports = cluster.spec.ports
@@ -33,12 +34,13 @@ def test_standby_replica_takes_over_when_the_leader_dies(cluster, tmp_path):
     try:
         leader = cluster.wait(lambda: _holder(cluster), what="a lease holder")
         runtime = f"torch-{uuid.uuid4().hex[:6]}"
-        create(cluster, torch_runtime(runtime))
+        create(cluster, torch_runtime(runtime, gpus=8, queue="default"))
         ns = cluster.namespace("ha")
         main.kill("trainjob-controller")  # the leader (it started first); its webhook goes with it
         cluster.wait(lambda: _holder(cluster) not in (None, leader), timeout=60, what="the standby to take the lease")
         main.restart("trainjob-controller")  # back for admission; it now waits as the standby
-        _create_retrying(cluster, trainjob("after-failover", ns, runtime, suspend=True))  # until admission is back
+        _create_retrying(cluster, new_trainjob("after-failover", runtime, namespace=ns, suspend=True, nodes=2,
+                                               per_node=EIGHT_GPUS))  # until admission is back
         assert cluster.wait(lambda: jobset(cluster, "after-failover", ns), timeout=60,
                             what="the new leader to reconcile")
     finally:

@@ -10,8 +10,9 @@ import uuid
 
 import pytest
 
+from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (PRIORITY_LABEL, add_tenant, create, delete_cluster_object, get_trainjob, podgroup,
-                            priority_class, remove_tenant, tenant_spec, trainjob)
+                            priority_class, remove_tenant)
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
 
 pytestmark = pytest.mark.integration
@@ -167,24 +168,12 @@ def test_the_tenant_queue_capability_holds_for_plain_workloads_and_nothing_is_cr
         remove_tenant(cluster, tenant.spec)
 
 
-def gangless_runtime(name: str) -> dict:
-    """A ClusterTrainingRuntime with no podGroupPolicy and no schedulerName (upstream's torch-distributed shape)."""
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-            "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
-                "name": "node", "template": {
-                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                    "spec": {"template": {"spec": {"containers": [{
-                        "name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                        "command": ["torchrun", "train.py"], "resources": {"limits": {GPU: "8"}}}]}}}}}]}}}}
-
-
 def test_a_high_priority_trainjob_on_a_gangless_runtime_waits_in_its_queue_and_preempts_no_one(cluster, shared):
     """Found by hand: with kube-scheduler, `training-high` on a gang-less runtime evicted another tenant's pod."""
     suffix = uuid.uuid4().hex[:6]
     low, high, rt = f"it-low-{suffix}", f"it-high-{suffix}", f"gangless-{suffix}"
     cluster.apply(priority_class(low, 100), priority_class(high, 100000))
-    create(cluster, gangless_runtime(rt))
+    create(cluster, torch_runtime(rt, gpus=8, volcano=False))  # no podGroupPolicy, no schedulerName
     holder = add_tenant(cluster, tenant_spec(gpus=32, priority_classes=(low,), default_priority_class=low))
     urgent = add_tenant(cluster, tenant_spec(gpus=8, priority_classes=(high,), default_priority_class=high))
     try:
@@ -197,7 +186,8 @@ def test_a_high_priority_trainjob_on_a_gangless_runtime_waits_in_its_queue_and_p
                             and len(r) == 4 and r, timeout=180, what="the holder filling every GPU of the cluster")
         uids = {p.metadata.uid for p in held}
 
-        create(cluster, trainjob("urgent", urgent.ns, rt, labels={PRIORITY_LABEL: high}), as_user=urgent.user)
+        create(cluster, new_trainjob("urgent", rt, namespace=urgent.ns, nodes=1, metadata_labels={PRIORITY_LABEL: high}),
+               as_user=urgent.user)
         group = cluster.wait(lambda: podgroup(cluster, "urgent", urgent.ns), what="the tenant gang of a gang-less runtime")
         assert group["spec"]["queue"] == urgent.queue and group["spec"]["priorityClassName"] == high
 

@@ -108,9 +108,7 @@ def test_gang_stays_unbound_until_a_second_node_exists(cluster):
         return any(c.get("type") == "Unschedulable" for c in conds) or (pg.get("status") or {}).get("phase") == "Pending"
 
     cluster.wait(unschedulable, timeout=60, what="the scheduler to look at the gang")
-    import time
-
-    time.sleep(5)  # several scheduling cycles (500ms period) with only one node
+    cluster.wait_scheduler_cycles(5)  # the scheduler had every chance, with only one node
     assert bound() == [], "a gang must not bind partially"
 
     second = json.loads(json.dumps(first))
@@ -125,7 +123,6 @@ def test_gang_stays_unbound_until_a_second_node_exists(cluster):
 
 def test_volcano_scheduler_follows_the_configmap(cluster):
     """What is deployed in volcano-system/volcano-scheduler-configmap is what the local vc-scheduler reads."""
-    import time
 
     from trainyard.cluster.local import ClusterPaths
     from trainyard.cluster.processes import ProcessTable
@@ -141,7 +138,7 @@ def test_volcano_scheduler_follows_the_configmap(cluster):
     cluster.apply(configmap)
     try:
         cluster.wait(lambda: conf_file.read_text() == wanted, timeout=30, what="the conf file to follow the ConfigMap")
-        time.sleep(2)  # a few scheduling periods on the new configuration
+        cluster.wait_scheduler_cycles(3)  # the scheduler keeps running sessions on the new configuration
         assert "vc-scheduler" in ProcessTable(ClusterPaths.for_name(cluster.name).root).running()
     finally:
         configmap["data"]["volcano-scheduler.conf"] = original

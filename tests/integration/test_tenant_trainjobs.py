@@ -11,9 +11,10 @@ import pytest
 
 from trainyard.cluster.local import ClusterError
 
+from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, blocker_running, condition, create,
                             create_error, delete_cluster_object, get_trainjob, podgroup, priority_class,
-                            queued_blocker, remove_tenant, runtime, tenant_spec, trainjob)
+                            queued_blocker, remove_tenant)
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +45,7 @@ def test_tenant_user_trainjob_on_a_cluster_runtime_gets_the_tenant_queue_and_def
     """The issue's scenario: before, the PodGroup had no queue, the queue guard refused it and the job hung."""
     tenant = tenant_with(cluster, classes)
     try:
-        create(cluster, trainjob("ctr", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        create(cluster, new_trainjob("ctr", catalog_runtime, namespace=tenant.ns, nodes=2), as_user=tenant.user)
         pg = cluster.wait(lambda: podgroup(cluster, "ctr", tenant.ns), what="the PodGroup")
         assert pg["spec"]["queue"] == tenant.queue
         assert pg["spec"]["priorityClassName"] == classes["default"]
@@ -63,15 +64,15 @@ def test_admission_refuses_another_queue_and_an_ungranted_class_naming_field_and
         cluster, shared, classes, catalog_runtime):
     tenant = tenant_with(cluster, classes)
     queue_runtime = f"queued-{uuid.uuid4().hex[:6]}"
-    create(cluster, runtime(queue_runtime, annotations={QUEUE_ANNOTATION: "default"}))
+    create(cluster, torch_runtime(queue_runtime, gpus=8, queue="default"))
     try:
-        by_annotation = create_error(cluster, trainjob("q1", tenant.ns, catalog_runtime,
-                                                       annotations={QUEUE_ANNOTATION: "default"}), tenant.user)
+        by_annotation = create_error(cluster, new_trainjob("q1", catalog_runtime, namespace=tenant.ns, nodes=1,
+                                                           annotations={QUEUE_ANNOTATION: "default"}), tenant.user)
         assert "spec.annotations" in by_annotation and tenant.queue in by_annotation
-        by_runtime = create_error(cluster, trainjob("q2", tenant.ns, queue_runtime), tenant.user)
+        by_runtime = create_error(cluster, new_trainjob("q2", queue_runtime, namespace=tenant.ns, nodes=1), tenant.user)
         assert f'spec.runtimeRef: Unsupported value: "default": supported values: "{tenant.queue}"' in by_runtime
-        by_label = create_error(cluster, trainjob("p1", tenant.ns, catalog_runtime,
-                                                  labels={PRIORITY_LABEL: classes["other"]}), tenant.user)
+        by_label = create_error(cluster, new_trainjob("p1", catalog_runtime, namespace=tenant.ns, nodes=1,
+                                                      metadata_labels={PRIORITY_LABEL: classes["other"]}), tenant.user)
         allowed = f'"{classes["high"]}", "{classes["default"]}"'
         assert (f'metadata.labels[{PRIORITY_LABEL}]: Unsupported value: "{classes["other"]}": supported values: '
                 f'{allowed}') in by_label
@@ -89,9 +90,10 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
     try:
         cluster.apply(*queued_blocker(tenant, "hold", priority=classes["default"]))
         blocker_running(cluster, tenant.ns, "hold")
-        create(cluster, trainjob("low", tenant.ns, catalog_runtime), as_user=tenant.user)
+        create(cluster, new_trainjob("low", catalog_runtime, namespace=tenant.ns, nodes=1), as_user=tenant.user)
         time.sleep(1)
-        create(cluster, trainjob("high", tenant.ns, catalog_runtime, labels={PRIORITY_LABEL: classes["high"]}),
+        create(cluster, new_trainjob("high", catalog_runtime, namespace=tenant.ns, nodes=1,
+                                     metadata_labels={PRIORITY_LABEL: classes["high"]}),
                as_user=tenant.user)
         high_pg = cluster.wait(lambda: podgroup(cluster, "high", tenant.ns), what="the high PodGroup")
         assert high_pg["spec"]["priorityClassName"] == classes["high"]
@@ -100,7 +102,7 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
                                what="both gangs' pods created")
         assert {p.spec.priority_class_name for p in waiting} == {classes["high"]}
         assert waiting[0].spec.priority == 10000
-        time.sleep(3)  # several scheduling periods: no preemption in the gang profile, both wait
+        cluster.wait_scheduler_cycles(5)  # no preemption in the gang profile: after several sessions both wait
         assert blocker_running(cluster, tenant.ns, "hold")
         assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low") + pods(cluster, tenant.ns, "high"))
 
@@ -152,7 +154,8 @@ def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(clus
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pg-editor"},
          "subjects": [{"kind": "ServiceAccount", "name": "workflow", "namespace": ns}]})
     try:
-        create(cluster, trainjob("steered", ns, catalog_runtime, suspend=True), as_user=tenant.user)
+        create(cluster, new_trainjob("steered", catalog_runtime, namespace=ns, nodes=1, suspend=True),
+               as_user=tenant.user)
         before = cluster.wait(lambda: podgroup(cluster, "steered", ns), what="the TrainJob's PodGroup")["spec"]
         for patch in ({"priorityClassName": "system-node-critical", "minMember": 0}, {"queue": tenant.queue + "-x"},
                       {"minResources": {"nvidia.com/gpu": "1"}}, {"minMember": 0}):

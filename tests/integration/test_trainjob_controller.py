@@ -15,37 +15,13 @@ from trainyard import k8s
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 
+from builders import EIGHT_GPUS, new_trainjob, torch_runtime
+from waiting import retrying
+
 pytestmark = pytest.mark.integration
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
-
-
-def torch_runtime(name: str, gpus: int = 8, image: str = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime") -> dict:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "podGroupPolicy": {"volcano": {}},
-            "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "default"}},
-                         "spec": {"replicatedJobs": [{
-                             "name": "node",
-                             "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                          "spec": {"template": {"spec": {
-                                              "schedulerName": "volcano",
-                                              "containers": [{"name": "node", "image": image,
-                                                              "command": ["torchrun", "train.py"],
-                                                              "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}}},
-                         }]}},
-        },
-    }
-
-
-def trainjob(name: str, namespace: str, runtime: str, nodes: int = 2, suspend: bool = False) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"runtimeRef": {"name": runtime}, "suspend": suspend,
-                     "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"nvidia.com/gpu": "8"}}}}}
 
 
 def get(cluster, kind_plural: str, name: str, namespace: str | None = None, group=GROUP, version=VERSION):
@@ -74,14 +50,14 @@ def create(cluster, obj: dict) -> None:
 @pytest.fixture
 def runtime(cluster):
     name = f"torch-{uuid.uuid4().hex[:6]}"
-    create(cluster, torch_runtime(name))
+    create(cluster, torch_runtime(name, gpus=8, queue="default"))
     yield name
     cluster.kubectl("delete", "clustertrainingruntime", name, "--wait=false")
 
 
 def test_trainjob_builds_snapshot_jobset_and_podgroup_then_completes(cluster, runtime):
     ns = cluster.namespace("tj")
-    create(cluster, trainjob("mnist", ns, runtime))
+    create(cluster, new_trainjob("mnist", runtime, namespace=ns, suspend=False, nodes=2, per_node=EIGHT_GPUS))
     tj = get(cluster, "trainjobs", "mnist", ns)
     uid = tj["metadata"]["uid"]
 
@@ -110,12 +86,12 @@ def test_trainjob_builds_snapshot_jobset_and_podgroup_then_completes(cluster, ru
 
 def test_suspend_then_resume(cluster, runtime):
     ns = cluster.namespace("susp")
-    create(cluster, trainjob("paused", ns, runtime, suspend=True))
+    create(cluster, new_trainjob("paused", runtime, namespace=ns, suspend=True, nodes=2, per_node=EIGHT_GPUS))
     cluster.wait(lambda: (c := condition(get(cluster, "trainjobs", "paused", ns), "Suspended"))
                  and c["status"] == "True", what="Suspended=True")
     js = cluster.wait(lambda: jobset(cluster, "paused", ns), what="the suspended JobSet")
     assert js["spec"]["suspend"] is True
-    time.sleep(2)
+    cluster.wait(lambda: _jobs_suspended(cluster, ns), what="the Job controller to mark the JobSet's Jobs Suspended")
     assert cluster.core.list_namespaced_pod(ns).items == [], "a suspended TrainJob runs no pods"
 
     cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "trainjobs", "paused", {"spec": {"suspend": False}})
@@ -130,7 +106,7 @@ def test_children_edited_by_hand_are_put_back(cluster, runtime):
     """The controller skips applies that would change nothing (controller/apply_record.py); an edit to a
     child's spec or to metadata it applied must still be undone, as upstream's apply-every-time does."""
     ns = cluster.namespace("drift")
-    create(cluster, trainjob("drifty", ns, runtime, suspend=True))
+    create(cluster, new_trainjob("drifty", runtime, namespace=ns, suspend=True, nodes=2, per_node=EIGHT_GPUS))
     js = cluster.wait(lambda: jobset(cluster, "drifty", ns), what="the JobSet")
     cluster.wait(lambda: podgroup(cluster, "drifty", ns), what="the PodGroup")
     queue_annotation = k8s.VOLCANO_QUEUE_ANNOTATION
@@ -150,7 +126,7 @@ def test_children_edited_by_hand_are_put_back(cluster, runtime):
 
 def test_runtime_edit_leaves_an_existing_trainjob_unchanged(cluster, runtime):
     ns = cluster.namespace("snap")
-    create(cluster, trainjob("pinned", ns, runtime, suspend=True))
+    create(cluster, new_trainjob("pinned", runtime, namespace=ns, suspend=True, nodes=2, per_node=EIGHT_GPUS))
     before = cluster.wait(lambda: jobset(cluster, "pinned", ns), what="the JobSet")
     image = before["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"]
     cluster.custom.patch_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes", runtime, {"spec": {"template": {
@@ -179,7 +155,7 @@ def test_controller_killed_while_100_trainjobs_are_created_converges(cluster, ru
             table.kill("trainjob-controller")
             restarter = threading.Timer(3.0, table.restart, args=("trainjob-controller",))
             restarter.start()
-        _create_retrying(cluster, trainjob(name, ns, runtime, nodes=1, suspend=True))
+        _create_retrying(cluster, new_trainjob(name, runtime, namespace=ns, suspend=True, nodes=1, per_node=EIGHT_GPUS))
     restarter.join()
 
     def converged():
@@ -201,16 +177,20 @@ def test_controller_killed_while_100_trainjobs_are_created_converges(cluster, ru
         assert tjs[ref.name] == ref.uid
 
 
+def _jobs_suspended(cluster, ns: str) -> bool:
+    """Every Job in `ns` carries the Job controller's Suspended=True condition: it has synced them, and a Job it
+    synced as suspended gets no pods."""
+    jobs = cluster.kubectl("get", "jobs", "-n", ns, "-o", "json")
+    items = json.loads(jobs)["items"]
+    return bool(items) and all(any(c.get("type") == "Suspended" and c.get("status") == "True"
+                                   for c in (job.get("status") or {}).get("conditions") or []) for job in items)
+
+
 def _create_retrying(cluster, obj: dict, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            create(cluster, obj)
-            return
-        except local.ClusterError as exc:
-            if "connection refused" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    def webhook_away(exc: Exception) -> bool:
+        return isinstance(exc, local.ClusterError) and "connection refused" in str(exc)
+
+    retrying(lambda: create(cluster, obj), webhook_away, timeout, f"creating {obj['metadata']['name']}", 0.5)
 
 
 def _seed(name: str) -> dict:
@@ -330,11 +310,11 @@ def test_a_running_trainjob_leaves_its_coscheduling_podgroup_alone(cluster):
     cluster.apply(_coscheduling_podgroup_crd())
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io")
     ns = cluster.namespace("cosched")
-    rt = torch_runtime(f"cosched-{uuid.uuid4().hex[:6]}")
+    rt = torch_runtime(f"cosched-{uuid.uuid4().hex[:6]}", gpus=8, queue="default")
     rt["kind"], rt["metadata"]["namespace"] = "TrainingRuntime", ns
     rt["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
     create(cluster, rt)
-    tj = trainjob("gang", ns, rt["metadata"]["name"], nodes=2, suspend=True)
+    tj = new_trainjob("gang", rt["metadata"]["name"], namespace=ns, suspend=True, nodes=2, per_node=EIGHT_GPUS)
     tj["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
     create(cluster, tj)
 
@@ -348,20 +328,21 @@ def test_a_running_trainjob_leaves_its_coscheduling_podgroup_alone(cluster):
     # someone else (an operator) edits the running gang; later reconciles must not force it back
     cluster.kubectl("patch", "podgroups.scheduling.x-k8s.io", "gang", "-n", ns, "--type=merge", "-p",
                     '{"spec":{"scheduleTimeoutSeconds":300}}')
-    cluster.kubectl("label", "trainjob", "gang", "-n", ns, "touched=yes")  # an update event: one more reconcile
-    cluster.kubectl("annotate", "trainjob", "gang", "-n", ns, "touched=again")
-    time.sleep(3)
+    # update events: each one more reconcile, which must leave the running gang's PodGroup alone
+    cluster.reconciled_after(lambda: cluster.kubectl("label", "trainjob", "gang", "-n", ns, "touched=yes"))
+    cluster.reconciled_after(lambda: cluster.kubectl("annotate", "trainjob", "gang", "-n", ns, "touched=again"))
     assert cosched_pg()["spec"]["scheduleTimeoutSeconds"] == 300
 
 
 def test_flux_trainjob_gets_its_scripts_curve_and_wrapped_command(cluster):
     ns = cluster.namespace("flux")
-    rt = torch_runtime(f"flux-{uuid.uuid4().hex[:6]}", image="ghcr.io/converged-computing/lammps:latest-tag")
+    rt = torch_runtime(f"flux-{uuid.uuid4().hex[:6]}", gpus=8, queue="default",
+                       image="ghcr.io/converged-computing/lammps:latest-tag")
     rt["kind"], rt["metadata"]["namespace"] = "TrainingRuntime", ns
     rt["metadata"]["labels"]["trainer.kubeflow.org/framework"] = "flux"
     rt["spec"]["mlPolicy"] = {"numNodes": 2, "flux": {"numProcPerNode": 4}}
     create(cluster, rt)
-    tj = trainjob("lmp", ns, rt["metadata"]["name"], nodes=2)
+    tj = new_trainjob("lmp", rt["metadata"]["name"], namespace=ns, suspend=False, nodes=2, per_node=EIGHT_GPUS)
     tj["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
     tj["spec"]["trainer"]["command"] = ["lmp", "-in", "in.reaxff.hns"]
     create(cluster, tj)

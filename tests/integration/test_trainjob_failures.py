@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
+from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (FAILED, QUEUE_ANNOTATION, add_tenant, condition, create, create_error,
-                            delete_cluster_object, get_trainjob, jobset, podgroup, remove_tenant, runtime,
-                            tenant_objects, tenant_spec, trainjob, wait_cleared, wait_failed,
-                            wait_quotas_synced, warning_events, with_gpus)
+                            delete_cluster_object, get_trainjob, jobset, podgroup, remove_tenant,
+                            tenant_objects, wait_cleared, wait_failed, wait_quotas_synced, warning_events, with_gpus)
 
 pytestmark = pytest.mark.integration
 
@@ -37,11 +37,11 @@ def test_queue_guard_refusal_becomes_condition_and_one_event_then_clears(cluster
     bound): the PodGroup re-apply is refused by the ValidatingAdmissionPolicy, with its message."""
     spec = tenant_spec()
     name = f"guarded-{uuid.uuid4().hex[:6]}"
-    create(cluster, runtime(name, annotations={QUEUE_ANNOTATION: "default"}))
+    create(cluster, torch_runtime(name, gpus=8, queue="default"))
     cluster.kubectl("create", "namespace", spec.namespace)
     cluster.created_namespaces.append(spec.namespace)
     try:
-        create(cluster, trainjob("tj", spec.namespace, name, suspend=True))
+        create(cluster, new_trainjob("tj", name, namespace=spec.namespace, nodes=1, suspend=True))
         cluster.wait(lambda: podgroup(cluster, "tj", spec.namespace), what="the PodGroup in queue default")
         tenant = add_tenant(cluster, spec)
 
@@ -54,8 +54,7 @@ def test_queue_guard_refusal_becomes_condition_and_one_event_then_clears(cluster
         assert "ValidatingAdmissionPolicy 'trainyard-queue-guard'" in failed["message"]
         assert f"names a Volcano queue other than this namespace's queue {tenant.queue}" in failed["message"]
         for _ in range(3):
-            touch(cluster, "tj", tenant.ns)
-            time.sleep(0.5)
+            cluster.reconciled_after(lambda: touch(cluster, "tj", tenant.ns))
         events = events_with(cluster, "tj", tenant.ns, f"this namespace's queue {tenant.queue}")
         assert len(events) == 1, [e.message for e in events]  # one event per cause, however many retries
 
@@ -70,11 +69,12 @@ def test_queue_guard_refusal_becomes_condition_and_one_event_then_clears(cluster
 def test_gang_beyond_the_gpu_quota_is_refused_at_create_in_fits_words(cluster, shared, catalog_runtime):
     tenant = add_tenant(cluster, tenant_spec(gpus=8))
     try:
-        refused = create_error(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), tenant.user)
+        refused = create_error(cluster, new_trainjob("big", catalog_runtime, namespace=tenant.ns, nodes=2), tenant.user)
         assert (f"spec.trainer.numNodes: Forbidden: quota tenant-quota in {tenant.ns} allows requests.nvidia.com/gpu 8, "
                 "this job needs 16: it can never start") in refused
         assert get_trainjob(cluster, "big", tenant.ns) is None
-        create(cluster, trainjob("fits", tenant.ns, catalog_runtime, nodes=1, suspend=True), as_user=tenant.user)
+        create(cluster, new_trainjob("fits", catalog_runtime, namespace=tenant.ns, nodes=1, suspend=True),
+               as_user=tenant.user)
     finally:
         remove_tenant(cluster, tenant.spec)
 
@@ -85,7 +85,8 @@ def test_gang_beyond_a_quota_lowered_after_create_is_reported_before_any_pod_the
     try:
         cluster.apply(quota("no-jobsets", tenant.ns, {"count/jobsets.jobset.x-k8s.io": "0"}))
         wait_quotas_synced(cluster, tenant.ns)
-        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)  # admitted: 16 GPUs
+        create(cluster, new_trainjob("big", catalog_runtime, namespace=tenant.ns, nodes=2),
+               as_user=tenant.user)  # admitted: 16 GPUs
         wait_failed(cluster, "big", tenant.ns, "ApplyFailed")  # held back while the quota is lowered
         cluster.apply(*tenant_objects(with_gpus(tenant.spec, 8)))
         cluster.kubectl("delete", "resourcequota", "no-jobsets", "-n", tenant.ns)
@@ -107,7 +108,8 @@ def test_quota_refusing_a_child_at_apply_surfaces_the_api_servers_message(cluste
     ns = cluster.namespace("jsquota")
     cluster.apply(quota("no-jobsets", ns, {"count/jobsets.jobset.x-k8s.io": "0"}))
     wait_quotas_synced(cluster, ns)
-    create(cluster, trainjob("tj", ns, catalog_runtime, annotations={QUEUE_ANNOTATION: "default"}))
+    create(cluster, new_trainjob("tj", catalog_runtime, namespace=ns, nodes=1,
+                                 annotations={QUEUE_ANNOTATION: "default"}))
     failed = wait_failed(cluster, "tj", ns, "ApplyFailed")
     assert 'jobsets.jobset.x-k8s.io "tj" is forbidden: exceeded quota: no-jobsets' in failed["message"]
     (event,) = events_with(cluster, "tj", ns, "exceeded quota: no-jobsets")
@@ -119,8 +121,9 @@ def test_quota_refusing_a_child_at_apply_surfaces_the_api_servers_message(cluste
 def test_trainjob_count_quota_refuses_the_create_itself(cluster, shared, catalog_runtime):
     tenant = add_tenant(cluster, tenant_spec(train_jobs=1))
     try:
-        create(cluster, trainjob("first", tenant.ns, catalog_runtime), as_user=tenant.user)
-        refused = create_error(cluster, trainjob("second", tenant.ns, catalog_runtime), tenant.user)
+        create(cluster, new_trainjob("first", catalog_runtime, namespace=tenant.ns, nodes=1), as_user=tenant.user)
+        refused = create_error(cluster, new_trainjob("second", catalog_runtime, namespace=tenant.ns, nodes=1),
+                               tenant.user)
         assert "exceeded quota: tenant-quota" in refused and "count/trainjobs.trainer.kubeflow.org" in refused
         assert get_trainjob(cluster, "second", tenant.ns) is None
     finally:
@@ -135,10 +138,10 @@ def test_missing_runtime_becomes_condition_and_event_until_it_is_back(cluster, s
     cluster.apply(quota("one-configmap", ns, {"count/configmaps": "1"}))
     wait_quotas_synced(cluster, ns)
     name = f"vanishing-{uuid.uuid4().hex[:6]}"
-    rt = runtime(name, annotations={QUEUE_ANNOTATION: "default"})
+    rt = torch_runtime(name, gpus=8, queue="default")
     create(cluster, rt)
     try:
-        create(cluster, trainjob("tj", ns, name))
+        create(cluster, new_trainjob("tj", name, namespace=ns, nodes=1))
         wait_failed(cluster, "tj", ns, "ApplyFailed")
         delete_cluster_object(cluster, "clustertrainingruntime", name)
         cluster.wait(lambda: cluster.get_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name) is None,
@@ -159,7 +162,7 @@ def test_deleted_tenant_queue_becomes_condition_then_clears_when_restored(cluste
         cluster.kubectl("delete", "queues.scheduling.volcano.sh", tenant.queue)
         cluster.wait(lambda: cluster.get_object("scheduling.volcano.sh", "v1beta1", "queues", tenant.queue) is None,
                      what="the queue gone")
-        create(cluster, trainjob("tj", tenant.ns, catalog_runtime), as_user=tenant.user)
+        create(cluster, new_trainjob("tj", catalog_runtime, namespace=tenant.ns, nodes=1), as_user=tenant.user)
         failed = wait_failed(cluster, "tj", tenant.ns, "QueueNotFound")
         assert f'Volcano queue "{tenant.queue}" not found' in failed["message"]
         assert podgroup(cluster, "tj", tenant.ns) is None
@@ -174,7 +177,8 @@ def test_deleted_tenant_queue_becomes_condition_then_clears_when_restored(cluste
 def test_a_snapshot_edited_in_the_namespace_is_never_built_from(cluster, shared, catalog_runtime):
     """A tenant admin can edit configmaps; the forged runtime (an image, a node) must never reach a pod."""
     ns = cluster.namespace("forged")
-    create(cluster, trainjob("tj", ns, catalog_runtime, suspend=True, annotations={QUEUE_ANNOTATION: "default"}))
+    create(cluster, new_trainjob("tj", catalog_runtime, namespace=ns, nodes=1, suspend=True,
+                                 annotations={QUEUE_ANNOTATION: "default"}))
     snapshot = cluster.wait(lambda: next((c for c in cluster.core.list_namespaced_config_map(ns).items
                                           if c.metadata.name == "tj-runtime-snapshot"), None), what="the runtime snapshot")
     assert (snapshot.metadata.annotations or {}).get("trainyard.dev/runtime-snapshot-seal")

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tenant_helpers import add_tenant, create, remove_tenant, tenant_spec, trainjob
+from builders import new_trainjob, tenant_spec
+from tenant_helpers import add_tenant, create, remove_tenant
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ def touch(cluster, name, ns):
 def test_gang_beyond_queue_capability_reports_the_queue_verdict_once(cluster, shared, catalog_runtime):
     tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=8))
     try:
-        create(cluster, trainjob("big", tenant.ns, catalog_runtime, nodes=2), as_user=tenant.user)
+        create(cluster, new_trainjob("big", catalog_runtime, namespace=tenant.ns, nodes=2), as_user=tenant.user)
         quota = "queue resource quota insufficient"
         events = cluster.wait(lambda: [e for e in gang_events(cluster, "big", tenant.ns) if quota in e.message],
                               timeout=90, what="the gang's queue verdict on the TrainJob")
@@ -34,8 +35,7 @@ def test_gang_beyond_queue_capability_reports_the_queue_verdict_once(cluster, sh
         assert f"gang waits to enter queue {tenant.queue}: {quota}: insufficient nvidia.com/gpu" in events[0].message
         assert "PodGroup big Unschedulable/NotEnoughResources" in events[0].message
         for _ in range(3):  # more reconciles of the same verdict add no event
-            touch(cluster, "big", tenant.ns)
-            time.sleep(1)
+            cluster.reconciled_after(lambda: touch(cluster, "big", tenant.ns))
         messages = [e.message for e in gang_events(cluster, "big", tenant.ns)]
         assert len(messages) == len(set(messages)), messages  # one event per verdict, however many reconciles
         assert all(e.count in (None, 1) for e in gang_events(cluster, "big", tenant.ns))
@@ -51,7 +51,7 @@ def test_gang_larger_than_the_cluster_reports_the_verdict(cluster, shared, catal
     """5 x 8 GPUs on a 32-GPU cluster: the queue would allow it, the cluster never can."""
     tenant = add_tenant(cluster, tenant_spec(gpus=64))
     try:
-        create(cluster, trainjob("huge", tenant.ns, catalog_runtime, nodes=5), as_user=tenant.user)
+        create(cluster, new_trainjob("huge", catalog_runtime, namespace=tenant.ns, nodes=5), as_user=tenant.user)
         events = cluster.wait(lambda: gang_events(cluster, "huge", tenant.ns), timeout=90,
                               what="the gang's verdict on the TrainJob")
         assert "PodGroup huge Unschedulable/NotEnoughResources" in events[-1].message

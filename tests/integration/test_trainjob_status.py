@@ -8,7 +8,8 @@ import requests
 
 from trainyard import k8s
 
-from test_trainjob_controller import condition, create, get, jobset, runtime, trainjob  # noqa: F401 (runtime: fixture)
+from builders import EIGHT_GPUS, new_trainjob
+from test_trainjob_controller import condition, create, get, jobset, runtime  # noqa: F401 (runtime: fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ def _pod_view(js: dict) -> tuple[dict, str]:
 
 def test_training_code_reports_progress_with_the_sdk(cluster, runtime, tmp_path, monkeypatch):  # noqa: F811 (fixture)
     ns = cluster.namespace("progress")
-    create(cluster, trainjob("tj", ns, runtime, nodes=1, suspend=True))
+    create(cluster, new_trainjob("tj", runtime, namespace=ns, suspend=True, nodes=1, per_node=EIGHT_GPUS))
     env, audience = _pod_view(cluster.wait(lambda: jobset(cluster, "tj", ns), what="the JobSet"))
     assert env["KUBEFLOW_TRAINER_SERVER_URL"].endswith(f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/tj/status")
     assert audience == f"trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/tj/status"

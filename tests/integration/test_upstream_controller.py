@@ -13,32 +13,13 @@ from trainyard.cluster import local
 from trainyard.cluster.local import ClusterError
 from trainyard.cluster.processes import ProcessTable, pid_alive, port_in_use
 from trainyard.toolchain.build import ensure_built
+from builders import EIGHT_GPUS, new_trainjob, torch_runtime
 from waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 NAME, BASE = "trainyard-upstream", 28600
-RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "oracle-torch-volcano", "labels": {"trainer.kubeflow.org/framework": "torch"}},
-    "spec": {
-        "mlPolicy": {"numNodes": 1, "torch": {}},
-        "podGroupPolicy": {"volcano": {}},
-        "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "default"}},
-                     "spec": {"replicatedJobs": [{"name": "node", "template": {
-                         "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                         "spec": {"template": {"spec": {"schedulerName": "volcano", "containers": [{
-                             "name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                             "command": ["torchrun", "train.py"]}]}}}}}]}},
-    },
-}
-
-
-def trainjob(name: str, kind: str = "ClusterTrainingRuntime") -> dict:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": name, "namespace": "oracle"},
-            "spec": {"runtimeRef": {"name": RUNTIME["metadata"]["name"], "kind": kind},
-                     "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"nvidia.com/gpu": "8"}}}}}
+RUNTIME = torch_runtime("oracle-torch-volcano", queue="default")
 
 
 def kubectl(*args: str, input_text: str | None = None) -> str:
@@ -73,14 +54,18 @@ def test_upstream_controller_builds_jobset_and_podgroup_and_its_webhook_refuses_
 
         kubectl("create", "namespace", "oracle")
         kubectl("create", "-f", "-", input_text=json.dumps(RUNTIME))
-        kubectl("create", "-f", "-", input_text=json.dumps(trainjob("mnist")))
+        kubectl("create", "-f", "-", input_text=json.dumps(new_trainjob(
+            "mnist", RUNTIME["metadata"]["name"], "ClusterTrainingRuntime", namespace="oracle", nodes=2,
+            per_node=EIGHT_GPUS)))
         jobset = wait_for(lambda: owned_by("jobsets.jobset.x-k8s.io", "mnist"), 90, "upstream's JobSet")
         podgroup = wait_for(lambda: owned_by("podgroups.scheduling.volcano.sh", "mnist"), 90, "upstream's PodGroup")
         assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
         assert podgroup["spec"]["minMember"] == 2
 
         with pytest.raises(ClusterError) as refused:
-            kubectl("create", "-f", "-", input_text=json.dumps(trainjob("bogus", kind="BogusRuntime")))
+            kubectl("create", "-f", "-", input_text=json.dumps(new_trainjob(
+                "bogus", RUNTIME["metadata"]["name"], "BogusRuntime", namespace="oracle", nodes=2,
+                per_node=EIGHT_GPUS)))
         message = str(refused.value)
         assert "validator.trainjob.trainer.kubeflow.org" in message
         assert "unsupported runtime: BogusRuntime.trainer.kubeflow.org" in message

@@ -26,10 +26,13 @@ import re
 import subprocess
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import pytest
 import requests
+
+from builders import new_trainjob
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +40,8 @@ TENANT, OTHER = "team-a", "team-b"
 Q = "scheduling.volcano.sh/queue-name"
 GROUP_NAME = "scheduling.k8s.io/group-name"
 SUITE = "trainyard.dev/attack-suite"
+PRIORITY_CLASS = "trainyard.dev/priority-class"
+TORCH_RUNTIME = "torch-distributed-volcano"
 TJ_API = "trainer.kubeflow.org/v1alpha1"
 WORKFLOW_SA = f"system:serviceaccount:{TENANT}:workflow"
 GUARD = "ValidatingAdmissionPolicy 'trainyard-queue-guard' with binding 'trainyard-queue-guard-team-a' denied request: "
@@ -77,20 +82,20 @@ def _meta(name: str, ns: str = TENANT, annotations: dict | None = None, labels: 
             **({"annotations": annotations} if annotations else {})}
 
 
-def trainjob(name: str = "", ns: str = TENANT, runtime: str = "torch-distributed-volcano", queue_at: str = "",
-             queue: str = "", labels: dict | None = None) -> dict:
-    """A suspended TrainJob (nothing runs); `queue_at` names one of the places a queue can be smuggled in."""
-    spec = {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"}, "suspend": True,
-            "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}}}}
-    if queue_at == "runtimePatches":
-        spec["runtimePatches"] = [{"manager": "attack.example/user", "trainingRuntimeSpec": {
-            "template": {"metadata": {"annotations": {Q: queue}}}}}]
-    elif queue_at == "spec.annotations":
-        spec["annotations"] = {Q: queue}
-    elif queue_at == "podTemplateOverrides":
-        spec["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {Q: queue}}}]
-    return {"apiVersion": TJ_API, "kind": "TrainJob", "metadata": _meta(name or _unique("tj"), ns, labels=labels),
-            "spec": spec}
+suite_trainjob = partial(new_trainjob, kind="TrainingRuntime", namespace=TENANT, metadata_labels={SUITE: "1"},
+                         suspend=True, nodes=1, per_node={"requests": {"cpu": "1", "memory": "1Gi"}})
+"""A TrainJob of the suite: suspended (nothing runs), on CPU, labelled for the suite's cleanup."""
+
+
+def smuggled_queue(where: str, queue: str) -> dict:
+    """TrainJob spec fields that name `queue` at `where`, one of the places a queue can be smuggled in."""
+    if where == "runtimePatches":
+        return {"runtimePatches": [{"manager": "attack.example/user", "trainingRuntimeSpec": {
+            "template": {"metadata": {"annotations": {Q: queue}}}}}]}
+    if where == "spec.annotations":
+        return {"annotations": {Q: queue}}
+    assert where == "podTemplateOverrides", where
+    return {"podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {Q: queue}}}]}
 
 
 def _container(gpu: bool = False) -> dict:
@@ -193,23 +198,29 @@ def forbidden(verb: str, resource: str) -> str:
 # kube-apiserver 1.36 checks constrained impersonation (impersonate-on:<mode>:<verb>) before the legacy verb
 IMPERSONATE = r'User "alice" cannot impersonate(-on:user-info:\w+)? resource'
 MINE_QUEUE = run("alice", "get", "podgroup", "mine", "-n", TENANT, "-o", "jsonpath={.spec.queue}", expect=TENANT)
-OWN_TJ = create("alice", lambda: trainjob())
+OWN_TJ = create("alice", lambda: suite_trainjob(_unique("tj"), TORCH_RUNTIME))
 WEBHOOK_QUEUE = rf'({re.escape(GUARD)}.*names a Volcano queue other than this namespace\'s queue team-a|supported values: "team-a")'
 
 # ----------------------------------------------------------------------------- the attack table
 ATTACKS = [
     # TrainJobs naming another tenant's queue, namespace or class
-    *[Attack(f"trainjob-queue-in-{where}", "alice", create("alice", lambda w=where: trainjob(queue_at=w, queue=OTHER)),
-             WEBHOOK_QUEUE, create("alice", lambda w=where: trainjob(queue_at=w, queue=TENANT)))
+    *[Attack(f"trainjob-queue-in-{where}", "alice",
+             create("alice", lambda w=where: suite_trainjob(_unique("tj"), TORCH_RUNTIME, **smuggled_queue(w, OTHER))),
+             WEBHOOK_QUEUE,
+             create("alice", lambda w=where: suite_trainjob(_unique("tj"), TORCH_RUNTIME, **smuggled_queue(w, TENANT))))
       for where in ("runtimePatches", "spec.annotations", "podTemplateOverrides")],
-    Attack("trainjob-in-other-namespace", "alice", create("alice", lambda: trainjob(ns=OTHER)),
+    Attack("trainjob-in-other-namespace", "alice",
+           create("alice", lambda: suite_trainjob(_unique("tj"), TORCH_RUNTIME, namespace=OTHER)),
            forbidden("create", "trainjobs"), OWN_TJ),
     Attack("trainjob-priority-class-of-other-tenant", "alice",
-           create("alice", lambda: trainjob(labels={"trainyard.dev/priority-class": "team-b-default"})),
+           create("alice", lambda: suite_trainjob(_unique("tj"), TORCH_RUNTIME,
+                                                  metadata_labels={SUITE: "1", PRIORITY_CLASS: "team-b-default"})),
            r'Unsupported value: "team-b-default": supported values: "training-high", "team-a-default"',
-           create("alice", lambda: trainjob(labels={"trainyard.dev/priority-class": "training-high"}))),
+           create("alice", lambda: suite_trainjob(_unique("tj"), TORCH_RUNTIME,
+                                                  metadata_labels={SUITE: "1", PRIORITY_CLASS: "training-high"}))),
     Attack("trainjob-priority-class-system", "alice",
-           create("alice", lambda: trainjob(labels={"trainyard.dev/priority-class": "system-node-critical"})),
+           create("alice", lambda: suite_trainjob(
+               _unique("tj"), TORCH_RUNTIME, metadata_labels={SUITE: "1", PRIORITY_CLASS: "system-node-critical"})),
            r'Unsupported value: "system-node-critical"', OWN_TJ),
     Attack("trainjob-status-write", "alice",
            run("alice", "patch", "trainjob", "mine", "-n", TENANT, "--subresource=status", "--type=merge", "-p",
@@ -323,9 +334,10 @@ def arena(platform, cluster, tmp_path_factory):
                    "bob": str(user_kubeconfig(cluster.name, "bob", (f"{TENANT}-admins",)))}
     arena = Arena(cluster, kubeconfigs)
     cluster.apply(*_workflow_rbac())
-    cluster.apply(trainjob("victim", OTHER), trainjob("victim-mpi", OTHER, runtime="openmpi-distributed"))
+    cluster.apply(suite_trainjob("victim", TORCH_RUNTIME, namespace=OTHER),
+                  suite_trainjob("victim-mpi", "openmpi-distributed", namespace=OTHER))
     for name, runtime in (("mine", "torch-distributed-volcano"), ("mine-mpi", "openmpi-distributed")):
-        created = kubectl(arena, "alice", "create", "-f", "-", obj=trainjob(name, runtime=runtime))
+        created = kubectl(arena, "alice", "create", "-f", "-", obj=suite_trainjob(name, runtime))
         assert created.ok, created.text
     for kind, name, ns in (("podgroup", "mine", TENANT), ("jobset", "mine", TENANT), ("configmap", "mine-tls-config", TENANT),
                            ("secret", "mine-mpi-mpi-ssh-auth", TENANT), ("configmap", "mine-runtime-snapshot", TENANT),

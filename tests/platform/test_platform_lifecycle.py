@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from functools import partial
 
 import pytest
 
 from trainyard import k8s
+
+from builders import new_trainjob
 
 pytestmark = pytest.mark.integration
 
@@ -67,22 +70,21 @@ def test_every_tenant_got_namespace_quota_queue_rbac_and_runtimes(platform, clus
         assert {r["metadata"]["labels"].get("trainyard.dev/catalog-version") for r in runtimes} == {tenant["catalogVersion"]}
 
 
-def _trainjob(name: str, namespace: str, queue: str | None = None) -> dict:
-    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-          "metadata": {"name": name, "namespace": namespace},
-          "spec": {"runtimeRef": {"name": "torch-distributed-volcano", "kind": "TrainingRuntime"},
-                   "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "8"},
-                                                                  "limits": {"nvidia.com/gpu": "8"}}}}}
-    if queue:
-        tj["spec"]["runtimePatches"] = [{"manager": "example.com/user", "trainingRuntimeSpec": {
-            "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue}}}}}]
-    return tj
+_trainjob = partial(new_trainjob, runtime_name="torch-distributed-volcano", kind="TrainingRuntime", nodes=2,
+                    per_node={"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "8"},
+                              "limits": {"nvidia.com/gpu": "8"}})
+"""A tenant's two-node TrainJob on the catalog's namespaced runtime."""
+
+
+def _queue_patch(queue: str) -> list[dict]:
+    return [{"manager": "example.com/user", "trainingRuntimeSpec": {
+        "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue}}}}}]
 
 
 def test_tenant_user_runs_a_trainjob_to_completion_in_its_queue(platform, cluster):
     name = f"e2e-{uuid.uuid4().hex[:5]}"
     created = kubectl_as(cluster, "alice", f"{TENANT}-users", "create", "-f", "-",
-                         input_text=json.dumps(_trainjob(name, TENANT)))
+                         input_text=json.dumps(_trainjob(name, namespace=TENANT)))
     assert created.returncode == 0, created.stderr
     pg = cluster.wait(lambda: _get(cluster, "scheduling.volcano.sh", "v1beta1", TENANT, "podgroups", name),
                       what="the PodGroup")
@@ -147,7 +149,7 @@ def test_tenant_user_trainjob_on_a_catalog_cluster_runtime_gets_its_queue_and_th
     """Issue 10: a ClusterTrainingRuntime names no queue (the PodGroup had none, the queue guard refused it and
     the TrainJob hung); the controller now fills the namespace's queue, and the label selects a granted class."""
     name = f"ctr-{uuid.uuid4().hex[:5]}"
-    tj = _trainjob(name, TENANT)
+    tj = _trainjob(name, namespace=TENANT)
     tj["spec"]["runtimeRef"] = {"name": "torch-distributed-volcano", "kind": "ClusterTrainingRuntime"}
     tj["metadata"]["labels"] = {"trainyard.dev/priority-class": "training-high"}
     created = kubectl_as(cluster, "alice", f"{TENANT}-users", "create", "-f", "-", input_text=json.dumps(tj))
@@ -170,10 +172,11 @@ def test_tenant_user_trainjob_on_a_catalog_cluster_runtime_gets_its_queue_and_th
 def test_tenant_user_is_confined_to_its_namespace_and_queue(platform, cluster):
     user, group = "alice", f"{TENANT}-users"
     other_ns = kubectl_as(cluster, user, group, "create", "-f", "-",
-                          input_text=json.dumps(_trainjob("intruder", OTHER)))
+                          input_text=json.dumps(_trainjob("intruder", namespace=OTHER)))
     assert other_ns.returncode != 0 and "forbidden" in other_ns.stderr.lower()
     other_queue = kubectl_as(cluster, user, group, "create", "-f", "-",
-                             input_text=json.dumps(_trainjob("queue-jumper", TENANT, queue=OTHER)))
+                             input_text=json.dumps(_trainjob("queue-jumper", namespace=TENANT,
+                                                             runtimePatches=_queue_patch(OTHER))))
     assert other_queue.returncode != 0, "naming another tenant's queue is refused"
     assert "queue" in other_queue.stderr.lower()
     for args in (["patch", "trainingruntime", "torch-distributed-volcano", "-n", TENANT, "--type=merge", "-p",

@@ -23,6 +23,9 @@ from kubernetes.client.exceptions import ApiException
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, wait_for_port
 
+from builders import new_trainjob, torch_runtime
+from waiting import retrying, wait_for
+
 pytestmark = pytest.mark.integration
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
@@ -35,41 +38,27 @@ def report(capsys, line: str) -> None:
         print(f"\n[reliability] {line}")
 
 
-def runtime(cluster) -> str:
+def applied_runtime(cluster) -> str:
+    """A fresh torch runtime on the cluster (Volcano gang, queue default), by name."""
     name = f"rel-{uuid.uuid4().hex[:6]}"
-    cluster.apply({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterTrainingRuntime",
-                   "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-                   "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": {"volcano": {}},
-                            "template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "default"}},
-                                         "spec": {"replicatedJobs": [{"name": "node", "template": {
-                                             "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                             "spec": {"template": {"spec": {"schedulerName": "volcano", "containers": [
-                                                 {"name": "node", "image": "pytorch/pytorch:2.7.1", "command": ["torchrun", "t.py"],
-                                                  "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}]}}}})
+    cluster.apply(torch_runtime(name, gpus=8, queue="default", image="pytorch/pytorch:2.7.1",
+                                command=("torchrun", "t.py")))
     return name
-
-
-def trainjob(name: str, runtime_name: str) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainJob", "metadata": {"name": name},
-            "spec": {"runtimeRef": {"name": runtime_name}, "suspend": True, "trainer": {"numNodes": 1}}}
 
 
 def create_retrying(cluster, namespace: str, obj: dict, timeout: float = 180) -> None:
     """Create as a user's tooling would: retry while the webhook or the API server is away."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def create() -> None:
         try:
             cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs", obj)
-            return
         except ApiException as exc:
-            if exc.status == 409:  # an earlier attempt went through, its answer was lost
-                return
-            if exc.status not in RETRYABLE or time.monotonic() > deadline:
+            if exc.status != 409:  # 409: an earlier attempt went through, its answer was lost
                 raise
-        except Exception:  # connection refused/reset while the API server restarts
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.3)
+
+    def retryable(exc: Exception) -> bool:  # connection refused/reset while the API server restarts
+        return not isinstance(exc, ApiException) or exc.status in RETRYABLE
+
+    retrying(create, retryable, timeout, f"creating {obj['metadata']['name']}", 0.3)
 
 
 def burst(cluster, namespace: str, names: list[str], runtime_name: str, threads: int = 4) -> tuple[list, threading.Event]:
@@ -79,7 +68,7 @@ def burst(cluster, namespace: str, names: list[str], runtime_name: str, threads:
 
     def worker(part):
         for name in part:
-            create_retrying(cluster, namespace, trainjob(name, runtime_name))
+            create_retrying(cluster, namespace, new_trainjob(name, runtime_name, suspend=True, nodes=1))
             created.append(name)
 
     workers = [threading.Thread(target=worker, args=(names[i::threads],), daemon=True) for i in range(threads)]
@@ -90,12 +79,13 @@ def burst(cluster, namespace: str, names: list[str], runtime_name: str, threads:
 
 
 def listing(cluster, namespace: str, group: str, version: str, plural: str) -> list[dict]:
-    for _ in range(60):
+    def items() -> tuple[list[dict]] | None:  # a tuple: an empty list ends the wait too
         try:
-            return cluster.custom.list_namespaced_custom_object(group, version, namespace, plural)["items"]
+            return (cluster.custom.list_namespaced_custom_object(group, version, namespace, plural)["items"],)
         except Exception:  # API server restarting
-            time.sleep(1)
-    raise AssertionError(f"cannot list {plural}")
+            return None
+
+    return wait_for(items, 60, f"a listing of {plural}", 1)[0]
 
 
 def children(cluster, namespace: str) -> tuple[list[dict], list[dict]]:
@@ -155,12 +145,12 @@ def controller(cluster):
         table.restart(CONTROLLER)
     assert wait_for_port(cluster.spec.ports.port("controller_webhook"), 60), "the controller's webhook is back"
     ns = cluster.namespace("alive")
-    create_retrying(cluster, ns, trainjob("probe", runtime(cluster)))
+    create_retrying(cluster, ns, new_trainjob("probe", applied_runtime(cluster), suspend=True, nodes=1))
     cluster.wait(lambda: len(children(cluster, ns)[0]) == 1, timeout=90, what="the controller to reconcile again")
 
 
 def test_controller_killed_during_a_burst_of_500(cluster, controller, capsys):
-    ns, rt = cluster.namespace("burst"), runtime(cluster)
+    ns, rt = cluster.namespace("burst"), applied_runtime(cluster)
     names = [f"tj-{i:03d}" for i in range(500)]
     started = time.monotonic()
     created, done = burst(cluster, ns, names, rt)
@@ -180,7 +170,7 @@ def test_controller_killed_during_a_burst_of_500(cluster, controller, capsys):
 
 
 def test_api_server_restart_during_a_burst(cluster, controller, capsys):
-    ns, rt = cluster.namespace("apirestart"), runtime(cluster)
+    ns, rt = cluster.namespace("apirestart"), applied_runtime(cluster)
     names = [f"tj-{i:03d}" for i in range(200)]
     pid = controller.load()[CONTROLLER]
     created, done = burst(cluster, ns, names, rt)
@@ -197,10 +187,10 @@ def test_api_server_restart_during_a_burst(cluster, controller, capsys):
 def test_watches_expire_while_paused_and_relist_loses_nothing(cluster, controller, capsys):
     """Pause the controller, delete children behind its back, restart the API server (its watch cache
     starts at the current version), resume: the old versions are gone (410), the relist restores all."""
-    ns, rt = cluster.namespace("expiry"), runtime(cluster)
+    ns, rt = cluster.namespace("expiry"), applied_runtime(cluster)
     names = [f"tj-{i:02d}" for i in range(20)]
     for name in names:
-        create_retrying(cluster, ns, trainjob(name, rt))
+        create_retrying(cluster, ns, new_trainjob(name, rt, suspend=True, nodes=1))
     converge(cluster, ns, 20, timeout=120)
     expired_before = metric(cluster, "trainyard_informer_relists_total", cause="expired")
     pid = controller.load()[CONTROLLER]
@@ -231,11 +221,11 @@ def test_paused_leader_is_replaced_and_reconciles_nothing_after(cluster, control
         sys.executable, "-m", "trainyard.cli.controller", "run", "--kubeconfig", str(paths.kubeconfig),
         "--lease-namespace", "trainyard-system", f"--metrics-address=127.0.0.1:{ports.base + 35}",
         f"--health-address=127.0.0.1:{ports.base + 36}"]))
-    ns, rt = cluster.namespace("leader"), runtime(cluster)
+    ns, rt = cluster.namespace("leader"), applied_runtime(cluster)
     names = [f"tj-{i:02d}" for i in range(10)]
     try:
         for name in names:
-            create_retrying(cluster, ns, trainjob(name, rt))
+            create_retrying(cluster, ns, new_trainjob(name, rt, suspend=True, nodes=1))
         converge(cluster, ns, 10, timeout=120)
         lease = json.loads(cluster.kubectl("get", "lease", "-n", "trainyard-system", "trainyard-controller", "-o", "json"))
         leader, duration = lease["spec"]["holderIdentity"], lease["spec"]["leaseDurationSeconds"]

@@ -5,6 +5,8 @@ import pytest
 from trainyard.controller.strict import job_spec_unknown_fields
 from trainyard.k8s_fields import MAP, build_index, field_index, unknown_fields
 
+from builders import runtime
+
 
 def ref(name):
     return {"allOf": [{"$ref": f"#/components/schemas/{name}"}]}
@@ -31,9 +33,9 @@ def test_index_follows_refs_lists_and_maps_and_leaves_opaque_objects_open():
         ("spec.template.containers[0].imagee", "image"), ("spec.template.nodeSelectorr", "nodeSelector")]
 
 
-def runtime(job_spec):
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime", "metadata": {"name": "rt"},
-            "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": job_spec}}]}}}}
+def node_job(job_spec: dict) -> dict:
+    """Replicated job "node" of exactly `job_spec` (builders.job adds an ancestor label and metadata)."""
+    return {"name": "node", "template": {"spec": job_spec}}
 
 
 POD = "spec.template.spec.replicatedJobs[0].template.spec"
@@ -52,7 +54,7 @@ POD = "spec.template.spec.replicatedJobs[0].template.spec"
 ])
 def test_typos_below_a_replicated_jobs_spec_are_refused_with_the_closest_field(job_spec, expected):
     assert field_index() is not None, "the index of the pinned Kubernetes OpenAPI could not be built"
-    errors = job_spec_unknown_fields(runtime(job_spec), runtime=True)
+    errors = job_spec_unknown_fields(runtime([node_job(job_spec)]), runtime=True)
     assert [(e.field, str(e).split("did you mean ")[1].split("?")[0]) for e in errors] == expected
     assert all("the API server would drop it silently" in str(e) for e in errors)
 
@@ -68,6 +70,7 @@ def test_runtime_patches_of_a_trainjob_are_checked_too():
 def test_catalog_lint_reports_the_typo():
     from trainyard.runtimes.lint import check_schema, load_controller_checks
 
-    rt = runtime({"template": {"spec": {"schedulerNamee": "volcano", "containers": [{"name": "node", "image": "i"}]}}})
+    pod = {"schedulerNamee": "volcano", "containers": [{"name": "node", "image": "i"}]}
+    rt = runtime([node_job({"template": {"spec": pod}})])
     findings = [str(f) for f in check_schema(rt, load_controller_checks())]
     assert any("Kubernetes schema" in f and "schedulerNamee" in f for f in findings), findings

@@ -2,7 +2,7 @@
 
 Lowest first (README "Architecture"):
 
-    ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers}
+    ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats}
     toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index)
     queues      trainyard.queues: Volcano scheduler configuration, queues, HyperNodes, priority classes
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
-                "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers")),
+                "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
+                "trainyard.waiting", "trainyard.stats")),
     ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),

@@ -1,9 +1,9 @@
 """Local processes are tracked by PID: start, crash (kill), restart with the same command line, stop all."""
 
 import sys
-import time
 
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive
+from waiting import wait_for
 
 
 def test_start_kill_restart_and_stop_all(tmp_path):
@@ -12,9 +12,7 @@ def test_start_kill_restart_and_stop_all(tmp_path):
     first = table.start(ProcessSpec("sleeper", sleeper, {"MARK": "1"}))
     assert table.running() == {"sleeper": first}
     log = tmp_path / "logs" / "sleeper.log"
-    deadline = time.monotonic() + 10
-    while "up" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: "up" in log.read_text(), 10, "output in the process's log file", 0.05, error=None)
     assert "up" in log.read_text(), "output goes to the process's log file"
     table.kill("sleeper")
     assert not pid_alive(first)

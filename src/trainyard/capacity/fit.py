@@ -291,7 +291,7 @@ def fit(gang: Gang, quotas: Iterable[dict], queues: dict[str, QueueUse], nodes: 
     cluster_total: Resources = {}
     for node in nodes:
         cluster_total = add(cluster_total, node.allocatable if node.schedulable else {})
-    out = []
+    out: list[Verdict] = []
     checks = [lambda: check_quota(gang, quotas)]
     if gang.in_volcano:
         checks.append(lambda: check_queue(gang, queues.get(gang.queue or "default"), cluster_total))

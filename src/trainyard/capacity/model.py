@@ -93,13 +93,13 @@ def _node_ready(node: dict) -> bool:
 def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[str, dict[int, str]]:
     """node name -> {tier: HyperNode name} from HyperNodes (members by exactMatch / regexMatch-free labelMatch)."""
     by_name = {meta(h).get("name"): h for h in hypernodes}
-    node_labels = {meta(n).get("name"): meta(n).get("labels") or {} for n in nodes}
+    node_labels: dict[str, dict] = {str(meta(n).get("name")): meta(n).get("labels") or {} for n in nodes}
 
     def members(h: dict, seen: frozenset = frozenset()) -> set[str]:
         out: set[str] = set()
         for member in (h.get("spec") or {}).get("members") or []:
             selector = member.get("selector") or {}
-            exact = (selector.get("exactMatch") or {}).get("name")
+            exact = str((selector.get("exactMatch") or {}).get("name") or "")
             if member.get("type") == "HyperNode":
                 child = by_name.get(exact)
                 if child is not None and exact not in seen:
@@ -116,7 +116,7 @@ def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[st
     for name, h in by_name.items():
         tier = int((h.get("spec") or {}).get("tier") or 0)
         for node in members(h):
-            parents.setdefault(node, {})[tier] = name
+            parents.setdefault(node, {})[tier] = str(name)
     return parents
 
 

@@ -10,13 +10,14 @@ import json
 from dataclasses import dataclass, replace
 from functools import wraps
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
+from trainyard.problems import Problem
 from trainyard.runtimes.model import CatalogTenant
 from trainyard.runtimes import lifecycle, store
 from trainyard.runtimes.diff import diff_releases, format_changes
@@ -60,7 +61,7 @@ def _opts(ctx: typer.Context) -> CatalogOptions:
     return ctx.meta[_META_KEY]
 
 
-def _fail(findings: list[Finding] | tuple[Finding, ...]) -> None:
+def _fail(findings: list[Problem] | tuple[Problem, ...]) -> None:
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     for finding in findings:
         style = "red" if finding.severity == "error" else "yellow"
@@ -105,7 +106,7 @@ def _load_stacks(ctx: typer.Context, required: bool) -> dict[str, list[CatalogTe
 def list_releases(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Releases, their status and runtimes."""
     catalog = _load(ctx)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "version": r.version,
             "status": r.status,

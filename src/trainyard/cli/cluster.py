@@ -7,6 +7,7 @@ default, so shared behaviour lives in plain functions (`start`, `print_status`) 
 from __future__ import annotations
 
 import json
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -31,7 +32,7 @@ TRAINJOB_CONTROLLER = typer.Option(
          "trainer-controller-manager, built by `trainyard tools build kubeflow-trainer`, as an oracle).")
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     console.print(f"[red]error:[/] {message}")
     raise typer.Exit(code)
 

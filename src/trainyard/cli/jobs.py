@@ -9,7 +9,6 @@ stderr, results to stdout; `-o json` prints one JSON document for machines.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -19,6 +18,7 @@ import yaml
 
 from trainyard import yaml_input
 from trainyard.errors import TrainyardError
+from trainyard.timestamps import now_time
 
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
@@ -122,6 +122,7 @@ def _inputs(trainjob_file: Path, runtime: Optional[Path], catalog: Optional[str]
     trainjob = _one(trainjob_file, (C.TRAINJOB_KIND,))
     if catalog:
         return (trainjob, *catalog_runtime(trainjob, catalog, tenant))
+    assert runtime is not None  # exactly one of --runtime and --catalog, checked above
     return trainjob, pick_runtime(_some(runtime, C.RUNTIME_KINDS), trainjob, str(runtime)), []
 
 
@@ -191,7 +192,7 @@ def render(
             typer.echo(f"Warning: {warning}", err=True)
         if status:
             jobset = k8s.find_object(existing, "JobSet", k8s.name_of(trainjob), k8s.namespace_of(trainjob))
-            stamp = now or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = now or now_time()
             objects = [{**trainjob, "status": build_status(trainjob, jobset, stamp)}]
         else:
             objects = build_objects(trainjob, runtime_obj, existing, status_server=status_server)

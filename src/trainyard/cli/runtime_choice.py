@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainyard.k8s import VOLCANO_API_VERSION
-
+from trainyard import k8s as K
 from trainyard.controller import constants as C
 from trainyard.controller.errors import InputError
+from trainyard.k8s import VOLCANO_API_VERSION
 
 
 def runtime_ref(trainjob: dict) -> tuple[str, str]:
     """(kind, name) of the TrainJob's runtimeRef, with the CRD's default kind."""
-    spec = trainjob.get("spec") if isinstance(trainjob.get("spec"), dict) else {}
-    ref = spec.get("runtimeRef") if isinstance(spec.get("runtimeRef"), dict) else {}
+    spec = K.mapping(trainjob.get("spec"))
+    ref = K.mapping(spec.get("runtimeRef"))
     return str(ref.get("kind") or C.CLUSTER_TRAINING_RUNTIME_KIND), str(ref.get("name") or "")
 
 
@@ -27,7 +27,7 @@ def pick_runtime(runtimes: list[dict], trainjob: dict, source: str) -> dict:
         return runtimes[0]
     kind, name = runtime_ref(trainjob)
     for runtime in runtimes:
-        meta = runtime.get("metadata") if isinstance(runtime.get("metadata"), dict) else {}
+        meta = K.mapping(runtime.get("metadata"))
         if runtime.get("kind") == kind and meta.get("name") == name:
             return runtime
     have = ", ".join(f"{r.get('kind')}/{(r.get('metadata') or {}).get('name')}" for r in runtimes) or "none"
@@ -63,7 +63,7 @@ def catalog_runtime(trainjob: dict, version: str, tenant: str | None, stacks_dir
 
 
 def _tenant_objects(tenant) -> list[dict]:
-    objects = [{"apiVersion": VOLCANO_API_VERSION, "kind": "Queue", "metadata": {"name": tenant.queue}}]
+    objects: list[dict] = [{"apiVersion": VOLCANO_API_VERSION, "kind": "Queue", "metadata": {"name": tenant.queue}}]
     if tenant.priority_class:
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                         "metadata": {"name": tenant.priority_class}, "value": 1000})

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from trainyard.toolchain.build import ToolBuildError, build_tool, selected_tools
@@ -33,7 +33,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     table = Table("tool", "version", "status", "path")
     for row in rows:
         colour = "green" if row["status"] == "built" else "red"
-        table.add_row(row["tool"], row["version"], f"[{colour}]{row['status']}[/]", row["path"])
+        table.add_row(str(row["tool"]), str(row["version"]), f"[{colour}]{row['status']}[/]", str(row["path"]))
     console.print(table)
 
 
@@ -53,9 +53,11 @@ def build(tools: Optional[List[str]] = typer.Argument(None, help="Tools to build
             if item.is_built():
                 progress.update(task, completed=1, description=f"{item.name} {item.version}: already built")
                 continue
+            def on_step(text: str, task_id: TaskID = task, name: str = f"{item.name} {item.version}") -> None:
+                progress.update(task_id, description=f"{name}: {text[:90]}")
+
             try:
-                result = build_tool(item, on_step=lambda text, t=task, i=item: progress.update(
-                    t, description=f"{i.name} {i.version}: {text[:90]}"))
+                result = build_tool(item, on_step=on_step)
             except ToolBuildError as exc:
                 progress.update(task, description=f"[red]{item.name} {item.version}: failed[/]")
                 progress.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -20,7 +21,9 @@ from trainyard.cluster.spec import ClusterSpec
 from trainyard.cluster import trainer_controllers
 from trainyard.cluster.state import (REQUIRED_TOOLS, ClusterError, ClusterPaths, is_running, kubectl, kwok_env,  # noqa: F401
                                      read_state, run_logged, tool_binaries)
+from trainyard.timestamps import now_time
 from trainyard.toolchain.versions import tool
+from trainyard.waiting import wait_for
 
 def kubeconfig_document(cluster: str, server: str, ca_file: Path, cert_file: Path, key_file: Path, user: str) -> dict:
     context = f"{user}@{cluster}"
@@ -130,7 +133,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     state = {"name": spec.name, "provider": "kwok", "spec": asdict(spec), "ports": spec.ports.all(),
              "kubeconfig": str(paths.kubeconfig), "controllers": controllers,
              "trainjob_controller": spec.trainjob_controller,
-             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+             "created": now_time()}
     paths.state.write_text(json.dumps(state, indent=2))
 
     def kc(*args: str, input_text: str | None = None) -> str:
@@ -197,16 +200,14 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
 
 
 def _wait_queue_open(kc, queue: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def is_open() -> bool:
         try:
-            out = kc("get", "queue", queue, "-o", "jsonpath={.status.state}")
-        except ClusterError:
-            out = ""
-        if out.strip() == "Open":
-            return
-        time.sleep(1)
-    raise ClusterError(f"Volcano queue {queue!r} did not open within {timeout:.0f}s; see the vc-* logs")
+            return kc("get", "queue", queue, "-o", "jsonpath={.status.state}").strip() == "Open"
+        except ClusterError:  # the API server or the queue not there yet
+            return False
+
+    if not wait_for(is_open, timeout, f"Volcano queue {queue!r} open", 1, error=None):
+        raise ClusterError(f"Volcano queue {queue!r} did not open within {timeout:.0f}s; see the vc-* logs")
 
 
 def kwok_processes(paths: ClusterPaths, name: str) -> dict[str, int]:
@@ -236,8 +237,8 @@ def restart_control_plane_component(name: str, component: str = "kube-apiserver"
     port = (read_state(name) or {}).get("ports", {}).get("apiserver") if component == "kube-apiserver" else None
     started = time.monotonic()
     os.kill(pid, 9)
-    while pid_alive(pid) or (port and port_in_use(port)):
-        time.sleep(0.05)
+    # no deadline: a SIGKILLed process goes, and its port with it
+    wait_for(lambda: not (pid_alive(pid) or (port and port_in_use(port))), math.inf, f"{component} gone", 0.05)
     time.sleep(downtime)
     log = open(paths.kwok_workdir / "clusters" / name / "logs" / f"{component}.log", "ab")
     process = subprocess.Popen([a.decode() for a in argv], cwd=cwd, env=env, stdout=log, stderr=log,
@@ -268,9 +269,8 @@ def down(name: str, echo=print) -> list[str]:
             os.kill(pid, 9)
     state = read_state(name)
     if state:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(port_in_use(p) for p in state["ports"].values()):
-            time.sleep(0.2)
+        wait_for(lambda: not any(port_in_use(p) for p in state["ports"].values()), 10, "the cluster's ports free", 0.2,
+                 error=None)
     shutil.rmtree(paths.root, ignore_errors=True)
     echo(f"cluster {name!r} stopped")
     return stopped

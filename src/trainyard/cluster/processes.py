@@ -7,9 +7,10 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainyard.waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,7 @@ class ProcessTable:
         """Kill one process abruptly (tests use it to simulate a crash)."""
         pid = self.load()[name]
         _signal_group(pid, sig)
-        deadline = time.monotonic() + 10
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: not pid_alive(pid), 10, f"{name} (pid {pid}) gone", 0.05, error=None)
 
     def restart(self, name: str) -> int:
         """Start a recorded process again with the same command line."""
@@ -96,9 +95,7 @@ class ProcessTable:
         table = self.load()
         for pid in table.values():
             _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(pid_alive(p) for p in table.values()):
-            time.sleep(0.2)
+        wait_for(lambda: not any(pid_alive(p) for p in table.values()), timeout, "every process gone", 0.2, error=None)
         for pid in table.values():
             if pid_alive(pid):
                 _signal_group(pid, signal.SIGKILL)
@@ -118,11 +115,11 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """True once something listens on `port`; False on timeout or as soon as `alive()` says the process
+    that would listen is gone."""
+    def listening_or_dead() -> bool | str:
         if port_in_use(port):
             return True
-        if not alive():
-            return False
-        time.sleep(0.25)
-    return False
+        return False if alive() else "dead"  # truthy: ends the wait
+
+    return wait_for(listening_or_dead, timeout, f"port {port}", 0.25, error=None) is True

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import signal
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, po
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.k8s import TRAINER_GROUP
 from trainyard.toolchain.versions import tool
+from trainyard.waiting import wait_for
 
 PROCESS = "trainjob-controller"
 UPSTREAM_BINARY = "trainer-controller-manager"
@@ -98,16 +98,16 @@ def _load_all(path: Path) -> list:
 
 def _wait_ready(port: int, timeout: float, alive) -> bool:
     """Upstream registers its webhook handlers after the server listens; /readyz says when it serves."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and alive():
+    def ready_or_dead() -> bool | str:
+        if not alive():
+            return "dead"  # truthy: ends the wait
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return True
+                return response.status == 200
         except OSError:
-            pass
-        time.sleep(0.5)
-    return False
+            return False
+
+    return wait_for(ready_or_dead, timeout, f"{UPSTREAM_BINARY} ready", 0.5, error=None) is True
 
 
 def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo=print) -> None:
@@ -166,9 +166,7 @@ def stop_trainjob_controller(cluster_name: str, timeout: float = 30.0) -> None:
         if pid_alive(pid):
             table.kill(PROCESS, signal.SIGKILL)
     port = ClusterSpec(**state["spec"]).ports.port("controller_webhook")
-    deadline = time.monotonic() + timeout
-    while port_in_use(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: not port_in_use(port), timeout, f"port {port} free", 0.1, error=None)
     for kind, name in (item for items in WEBHOOK_CONFIGURATIONS.values() for item in items):
         kubectl(cluster_name, "delete", kind, name, "--ignore-not-found")
 

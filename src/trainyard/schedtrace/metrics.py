@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
+from trainyard.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,6 @@ def queueing_delays(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRe
     return out
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100); None for no values."""
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None
-
-
 def delays_by_size(trace: Sequence[TraceJob], delays: Mapping[str, float]) -> dict[str, dict]:
     groups: dict[str, list[float]] = defaultdict(list)
     for job in trace:
@@ -199,9 +195,10 @@ def queue_shares(line: Timeline, capacity: int, weights: Mapping[str, float]) ->
             fair_series[name][column] = fair[name]
     for name, weight in weights.items():
         share = float(line.held_by_tenant[name][mask].mean() / capacity) if mask.any() else None
-        fair = float(fair_series[name].mean() / capacity) if mask.any() else None
-        out[name] = {"weight": weight, "weight_share": weight / total_weight, "fair_share": fair, "share": share,
-                     "deviation_points": None if share is None else round(100 * (share - fair), 2)}
+        fair_share = float(fair_series[name].mean() / capacity) if mask.any() else None
+        out[name] = {"weight": weight, "weight_share": weight / total_weight, "fair_share": fair_share, "share": share,
+                     "deviation_points": None if share is None or fair_share is None
+                     else round(100 * (share - fair_share), 2)}
     return out
 
 
@@ -262,7 +259,7 @@ def idle_breakdown(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRec
         if idle <= 0:
             continue
         waiting = [j for j in trace if j.name in submitted and submitted[j.name] <= t
-                   and (placed[j.name] is None or placed[j.name] > t)]
+                   and ((end := placed[j.name]) is None or end > t)]
         fitting = [j for j in waiting if j.gpus <= idle]
         fair = water_fill(capacity, weights, {n: float(line.demand_by_tenant[n][index]) for n in weights})
         if not fitting:

@@ -19,6 +19,7 @@ from trainyard.queues.scheduler_config import SchedulerSettings, render, schedul
 from trainyard.schedtrace import objects
 from trainyard.schedtrace.metrics import PodRecord, by_job, job_finished
 from trainyard.schedtrace.trace import Tenant, TraceJob
+from trainyard.waiting import wait_for
 
 TENANT_KINDS = (K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP), K.resource_name(K.JOBSETS, K.JOBSET_GROUP), "jobs.batch",
                 K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP), "pods")
@@ -120,7 +121,7 @@ class Replay:
         nodes = [self.api_client.sanitize_for_serialization(n) for n in self.core.list_node().items]
         self.apply(objects.tenant_objects_for(self.tenants, self.capacity) + objects.hypernodes_for(nodes)
                    + objects.runtimes(gang=True) + objects.runtimes(gang=False))
-        self._wait(lambda: all(self._queue_open(t.name) for t in self.tenants), 90, "the tenant queues to open")
+        wait_for(lambda: all(self._queue_open(t.name) for t in self.tenants), 90, "the tenant queues to open", 0.5)
 
     def _tenant_namespaces(self, gang: bool) -> None:
         """The kube-scheduler baseline needs plain namespaces: in a tenant namespace (queue label) the controller
@@ -140,22 +141,13 @@ class Replay:
         queue = self.custom.get_cluster_custom_object(K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.QUEUES, name)
         return (queue.get("status") or {}).get("state") == "Open"
 
-    @staticmethod
-    def _wait(predicate, timeout: float, what: str, interval: float = 0.5) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-
     def use_scheduler_settings(self, settings: SchedulerSettings) -> None:
         """Deploy the generated scheduler ConfigMap and wait until vc-scheduler's file holds it (the cluster's
         scheduler-conf sync copies it; vc-scheduler reloads on the file's change)."""
         self.apply([scheduler_configmap(settings)])
         conf = local.ClusterPaths.for_name(self.cluster).scheduler_conf
         wanted = render(settings)
-        self._wait(lambda: conf.exists() and conf.read_text() == wanted, 60, "the scheduler conf file to update")
+        wait_for(lambda: conf.exists() and conf.read_text() == wanted, 60, "the scheduler conf file to update", 0.5)
         time.sleep(2.0)  # vc-scheduler reloads on the file event; give it a few cycles
 
     def run(self, trace: list[TraceJob], profile: str, gang: bool, direct: bool, timeout: float) -> RunRecord:
@@ -187,12 +179,13 @@ class Replay:
                 pool.submit(submit, job)
         self.echo(f"  {profile}: {len(trace)} jobs submitted after {time.monotonic() - started:.0f}s; waiting for them")
         remaining = {job.name: job for job in trace if job.name not in record.refused}
-        deadline = started + timeout
-        while remaining and time.monotonic() < deadline:
-            time.sleep(2.0)
-            done = _finished_jobs(remaining.values(), watcher.records())
-            for name in done:
+
+        def all_finished() -> bool:
+            for name in _finished_jobs(remaining.values(), watcher.records()):
                 remaining.pop(name)
+            return not remaining
+
+        wait_for(all_finished, started + timeout - time.monotonic(), "every trace job to finish", 2.0, error=None)
         record.end = watcher.now()
         watcher.stop.set()
         record.pods = watcher.records()
@@ -220,7 +213,7 @@ class Replay:
             return all(not local.kubectl(self.cluster, "get", kinds, "-n", t.name, "-o", "name").strip()
                        for t in self.tenants)
 
-        self._wait(gone, timeout, "the trace objects to be deleted", interval=2.0)
+        wait_for(gone, timeout, "the trace objects to be deleted", 2.0)
 
 
 def _finished_jobs(jobs, pods: dict[str, PodRecord]) -> list[str]:

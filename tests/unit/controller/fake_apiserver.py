@@ -6,12 +6,13 @@ call, which is all reconcile's decisions depend on; the real API server is exerc
 
 from __future__ import annotations
 
+import builtins
 import copy
 import json
 
 from kubernetes.client.exceptions import ApiException
 
-from trainyard.controller.runtime.apiserver import Resource, resource_for
+from trainyard.controller.runtime.apiserver import ApiView, Resource, resource_for
 
 
 def api_error(status: int, message: str = "") -> ApiException:
@@ -91,7 +92,7 @@ class FakeApiServer:
         self._record("delete", resource.kind, name)
         self.objects.pop(self._key(resource, name, namespace), None)
 
-    def event(self, involved: dict, reason: str, message: str, **_: object) -> None:
+    def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None:
         self.events.append((reason, message))
 
     # test helpers -------------------------------------------------------------------------------
@@ -99,5 +100,10 @@ class FakeApiServer:
         resource = resource_for(kind, api_version)
         return self.objects.get(self._key(resource, name, namespace))
 
-    def verbs(self, verb: str) -> list[str]:
+    def verbs(self, verb: str) -> builtins.list[str]:
         return [f"{kind}/{name}" if name else kind for v, kind, name in self.calls if v == verb]
+
+
+def as_view(fake: FakeApiServer) -> ApiView:
+    """Type-checked (tests/unit/test_types.py): the fake stands in wherever the controller takes an ApiView."""
+    return fake

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from trainyard.cli.main import app
 
+from builders import tenant_namespace
 from ctl_builders import runtime, trainjob
 
 runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames else CliRunner()
@@ -119,11 +120,8 @@ def test_render_with_the_status_server_gate(tmp_path):
 
 
 def test_render_and_validate_see_the_tenant_namespace_given_with_cluster(tmp_path):
-    """A Namespace among --cluster objects carries the tenant's queue and priority grants (controller/tenancy.py)."""
-    namespace = {"apiVersion": "v1", "kind": "Namespace",
-                 "metadata": {"name": "ns", "labels": {"trainyard.dev/queue": "team-a"},
-                              "annotations": {"trainyard.dev/priority-classes": "team-a-default",
-                                              "trainyard.dev/default-priority-class": "team-a-default"}}}
+    """A Namespace among --cluster objects carries the tenant's queue and priority grants (controller/tenant_namespace.py)."""
+    namespace = tenant_namespace(queue="team-a", granted="team-a-default", default="team-a-default")
     rt = write(tmp_path, "rt.yaml", runtime(ml={"torch": {}}, pod_group={"volcano": {}}))
     cluster = write(tmp_path, "ns.yaml", namespace)
     rendered = run("render", write(tmp_path, "tj.yaml", trainjob()), "--runtime", rt, "--cluster", cluster)

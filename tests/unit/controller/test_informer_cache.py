@@ -147,3 +147,31 @@ def test_resource_quotas_are_listed_from_the_store_once_synced():
     listed = reads.list(RESOURCES["ResourceQuota"], "team-a")["items"]
     assert [q["metadata"]["name"] for q in listed] == ["gpus", "pods"]
     assert api.verbs("list") == ["ResourceQuota"], "synced: no request"
+
+
+def _jobset(version: str, status: dict | None = None) -> dict:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "tj", "namespace": "ns", "resourceVersion": version}, **({"status": status} if status else {})}
+
+
+@pytest.mark.parametrize(("stored", "answer", "kept"), [
+    ("11", "10", "11"),  # the apply's answer arrived after the watch delivered the status update: keep the newer
+    ("10", "12", "12"),  # a newer answer replaces what the watch had
+    (None, "10", "10"),  # nothing stored yet
+    ("abc", "10", "10"),  # not integers: never called older
+])
+def test_a_writes_answer_never_replaces_a_newer_watched_version(stored, answer, kept):
+    """Read-your-writes (`CachedReads._remember`) must not hide a later change: seen in the differential suite as a
+    TrainJob whose jobsStatus never came (its reconcile read the JobSet as the older apply answer had it)."""
+    store = Store(RESOURCES["JobSet"])
+    if stored:
+        store.put(_jobset(stored, {"replicatedJobsStatus": [{"name": "node", "suspended": 1}]}))
+    store.put(_jobset(answer), only_if_newer=True)
+    assert store.get("tj", "ns")["metadata"]["resourceVersion"] == kept
+
+
+def test_watch_events_always_replace():
+    store = Store(RESOURCES["JobSet"])
+    store.put(_jobset("11"))
+    store.put(_jobset("10"))  # the watch is the order of record
+    assert store.get("tj", "ns")["metadata"]["resourceVersion"] == "10"

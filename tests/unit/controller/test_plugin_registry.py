@@ -90,3 +90,13 @@ def test_a_registered_plugin_runs_in_build_admission_and_reconcile():
     api = FakeApiServer(trainjob(), rt)
     reconcile(api, "ns", "tj", plugins=registry)
     assert "ConfigMap/tj-dummy" in api.verbs("get") and "ConfigMap/tj-dummy" in api.verbs("apply")
+
+
+def test_each_phase_table_lists_exactly_the_plugins_defining_it_in_registry_order():
+    """The typed tables (checked by mypy against framework's phase protocols) cannot go stale."""
+    from trainyard.controller import plugins
+
+    assert set(plugins.BY_PHASE) == set(framework.PHASES)
+    for phase, table in plugins.BY_PHASE.items():
+        defining = [p for p in REGISTRY if phase in framework.phases_of(p)]
+        assert list(table) == defining, f"plugins.{phase} table: {[framework.plugin_name(p) for p in table]}"

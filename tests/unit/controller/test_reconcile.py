@@ -17,6 +17,7 @@ from trainyard.controller.runtime.reconciler import reconcile
 from trainyard.controller.snapshot import build_snapshot
 from trainyard.controller.status import find_condition
 
+from builders import tenant_namespace
 from ctl_builders import job, runtime, trainjob
 from fake_apiserver import FakeApiServer, api_error
 
@@ -34,11 +35,6 @@ def owned(api_version: str, kind: str, name: str = "tj", **extra) -> dict:
 
 def jobset(suspend: bool = False, status: dict | None = None) -> dict:
     return owned("jobset.x-k8s.io/v1alpha2", "JobSet", spec={"suspend": suspend}, status=status or {})
-
-
-def namespace(queue: str | None = None) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "ns", "labels": {"trainyard.dev/queue": queue} if queue else {}}}
 
 
 def snapshot_of(tj: dict, rt: dict) -> dict:
@@ -140,14 +136,14 @@ CASES = [
          ["ConfigMap/tj-mpi-hostfile", "JobSet/tj"]),
     Case("missing Volcano queue: nothing applied", trainjob(annotations={"scheduling.volcano.sh/queue-name": "gone"}),
          [VOLCANO_RT], [], raises=PreflightError, condition=("ResourcesCreationFailed", "True", "QueueNotFound")),
-    Case("tenant queue from the Namespace", trainjob(), [VOLCANO_RT, namespace("team-q"), queue("team-q")],
+    Case("tenant queue from the Namespace", trainjob(), [VOLCANO_RT, tenant_namespace(queue="team-q"), queue("team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], check=_tenant_queue),
-    Case("tenant gang for a gang-less runtime", trainjob(), [TORCH, namespace("team-q"), queue("team-q")],
+    Case("tenant gang for a gang-less runtime", trainjob(), [TORCH, tenant_namespace(queue="team-q"), queue("team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], check=_tenant_queue),
     Case("tenant gang read back, not re-applied", trainjob(),
-         [snapshot_of(trainjob(), TORCH), namespace("team-q"), queue("team-q"),
+         [snapshot_of(trainjob(), TORCH), tenant_namespace(queue="team-q"), queue("team-q"),
           owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), jobset()], [], check=_tenant_gang_read_back),
-    Case("unreadable Namespace: no tenant defaults", trainjob(), [VOLCANO_RT, namespace("team-q")],
+    Case("unreadable Namespace: no tenant defaults", trainjob(), [VOLCANO_RT, tenant_namespace(queue="team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], errors={("get", "Namespace"): api_error(403)},
          check=_forbidden_namespace_no_default),
     Case("apply refused: ApplyFailed", trainjob(), [TORCH], [SNAPSHOT, "JobSet/tj"], raises=ApiException,

@@ -1,25 +1,23 @@
 """Tenant namespaces: queue and priority defaulting in the build, queue/priority admission at TrainJob create."""
 
+from functools import partial
+
 import pytest
 
 from trainyard.controller.admission import admission_review_response, validate_trainjob
 from trainyard.controller.build import build_objects
-from trainyard.controller.tenancy import tenant_policy
+from trainyard.controller.tenant_namespace import tenant_policy
 
+from builders import tenant_namespace
 from ctl_builders import by_kind, fixed_key, job, runtime, the_jobset, trainjob
 
 QUEUE = "scheduling.volcano.sh/queue-name"
 PRIO = "trainyard.dev/priority-class"
 
 
-def namespace(queue="team-a", granted="team-a-default,training-high", default="team-a-default", name="ns"):
-    annotations = {}
-    if granted is not None:
-        annotations["trainyard.dev/priority-classes"] = granted
-    if default is not None:
-        annotations["trainyard.dev/default-priority-class"] = default
-    labels = {"trainyard.dev/queue": queue} if queue else {}
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels, "annotations": annotations}}
+team_a_ns = partial(tenant_namespace, queue="team-a", granted="team-a-default,training-high", default="team-a-default",
+                    annotations={})
+"""Team a's Namespace: its queue, two classes granted, one the default (the annotations there even when empty)."""
 
 
 def priority_class(name):
@@ -50,9 +48,9 @@ def build(tj, rt, *existing):
 # ---- the namespace's policy ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("ns,queue,classes,default", [
-    (namespace(), "team-a", ("team-a-default", "training-high"), "team-a-default"),
-    (namespace(granted=" a , b ,", default=None), "team-a", ("a", "b"), None),
-    (namespace(queue=None, granted=None, default=None), None, None, None),
+    (team_a_ns(), "team-a", ("team-a-default", "training-high"), "team-a-default"),
+    (team_a_ns(granted=" a , b ,", default=None), "team-a", ("a", "b"), None),
+    (team_a_ns(queue=None, granted=None, default=None), None, None, None),
     (None, None, None, None),
 ])
 def test_tenant_policy_from_namespace(ns, queue, classes, default):
@@ -76,7 +74,7 @@ def test_tenant_policy_from_namespace(ns, queue, classes, default):
 def test_build_applies_namespace_defaults_and_priority_label(rt_annotations, tj_spec, labels, pod, expected):
     kind = "TrainingRuntime" if rt_annotations else "ClusterTrainingRuntime"
     tj = labelled(trainjob(kind=kind, trainer={"numNodes": 1}, **tj_spec), **labels)
-    spec, pod_classes = build(tj, volcano_runtime(rt_annotations, kind=kind, **pod), namespace())
+    spec, pod_classes = build(tj, volcano_runtime(rt_annotations, kind=kind, **pod), team_a_ns())
     assert (spec.get("queue"), spec.get("priorityClassName"), pod_classes) == expected
 
 
@@ -90,7 +88,7 @@ def test_build_without_namespace_is_upstream_but_the_label_still_selects():
 def test_default_class_fills_only_pod_templates_without_one():
     rt = runtime(jobs=[job("init", "dataset-initializer", [{"name": "dataset-initializer"}], priorityClassName="low"),
                        job("node", "trainer")], ml={"torch": {}}, pod_group={"volcano": {}})
-    spec, classes = build(trainjob(trainer={"numNodes": 1}), rt, namespace())
+    spec, classes = build(trainjob(trainer={"numNodes": 1}), rt, team_a_ns())
     assert classes == ["low", "team-a-default"] and spec["priorityClassName"] == "team-a-default"
 
 
@@ -125,7 +123,7 @@ def test_tenant_admission(tj, rt, expected):
     queues = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q}}
               for q in ("team-a", "team-b", "default")]
     classes = [priority_class(n) for n in ("training-high", "team-a-default", "team-b-default")]
-    cluster = [namespace(), *classes, *queues]
+    cluster = [team_a_ns(), *classes, *queues]
     result = validate_trainjob(tj, rt, cluster_objects=cluster)
     assert [str(e) for e in result.errors] == expected
 
@@ -143,7 +141,7 @@ def test_admission_review_reads_the_namespace_and_refuses_another_tenants_queue(
 
     def lookup(kind, name, ns=None):
         reads.append((kind, name))
-        return {"ClusterTrainingRuntime": volcano_runtime(), "Namespace": namespace()}.get(kind)
+        return {"ClusterTrainingRuntime": volcano_runtime(), "Namespace": team_a_ns()}.get(kind)
 
     review = {"request": {"uid": "u1", "operation": "CREATE", "kind": {"kind": "TrainJob"},
                           "object": trainjob(annotations={QUEUE: "team-b"}, trainer={"numNodes": 1})}}
@@ -157,7 +155,7 @@ def test_admission_review_reads_the_namespace_and_refuses_another_tenants_queue(
 def test_update_is_refused_only_for_what_it_introduces():
     """A TrainJob admitted before its namespace became a tenant can still be suspended; relabelling it cannot."""
     queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
-    rt, cluster = volcano_runtime({QUEUE: "default"}), [namespace(), priority_class("training-high"), queue]
+    rt, cluster = volcano_runtime({QUEUE: "default"}), [team_a_ns(), priority_class("training-high"), queue]
     old = trainjob(suspend=False)
     assert not validate_trainjob(trainjob(suspend=False), rt, cluster_objects=cluster).allowed  # as a create
     assert validate_trainjob(trainjob(suspend=True), rt, old, cluster_objects=cluster).allowed
@@ -178,20 +176,20 @@ def gangless_runtime(**pod):
 
 
 @pytest.mark.parametrize("policy,ns,expected", [
-    (None, namespace(), {"volcano": {}}),
-    ({}, namespace(), {"volcano": {}}),
-    ({"volcano": {"networkTopology": {"mode": "soft"}}}, namespace(), {"volcano": {"networkTopology": {"mode": "soft"}}}),
-    (None, namespace(queue=None), None),
+    (None, team_a_ns(), {"volcano": {}}),
+    ({}, team_a_ns(), {"volcano": {}}),
+    ({"volcano": {"networkTopology": {"mode": "soft"}}}, team_a_ns(), {"volcano": {"networkTopology": {"mode": "soft"}}}),
+    (None, team_a_ns(queue=None), None),
     (None, None, None),
-    ({"coscheduling": {"scheduleTimeoutSeconds": 5}}, namespace(queue=None), {"coscheduling": {"scheduleTimeoutSeconds": 5}}),
+    ({"coscheduling": {"scheduleTimeoutSeconds": 5}}, team_a_ns(queue=None), {"coscheduling": {"scheduleTimeoutSeconds": 5}}),
 ])
 def test_tenant_pod_group_policy(policy, ns, expected):
-    from trainyard.controller.tenancy import tenant_pod_group_policy
+    from trainyard.controller.tenant_namespace import tenant_pod_group_policy
     assert tenant_pod_group_policy(policy, ns) == expected
 
 
 def test_a_gangless_runtime_in_a_tenant_namespace_builds_a_volcano_gang_of_every_pod_in_the_tenant_queue():
-    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [namespace()], key_generator=fixed_key)
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [team_a_ns()], key_generator=fixed_key)
     (pg,) = by_kind(objects, "PodGroup")
     assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1"
     assert (pg["spec"]["queue"], pg["spec"]["minMember"], pg["spec"]["priorityClassName"]) == ("team-a", 3, "team-a-default")
@@ -202,7 +200,7 @@ def test_a_gangless_runtime_in_a_tenant_namespace_builds_a_volcano_gang_of_every
 
 
 def test_outside_tenant_namespaces_a_gangless_runtime_stays_upstream():
-    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [namespace(queue=None)],
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), gangless_runtime(), [team_a_ns(queue=None)],
                             key_generator=fixed_key)
     assert by_kind(objects, "PodGroup") == []
     assert [p.get("schedulerName") for p in _pods(objects)] == ["default-scheduler", None]
@@ -211,19 +209,19 @@ def test_outside_tenant_namespaces_a_gangless_runtime_stays_upstream():
 def test_coscheduling_in_a_tenant_namespace_is_refused_at_admission_and_in_the_build():
     from trainyard.controller.errors import ValidationError
     rt = runtime(jobs=[job("node", "trainer")], ml={"torch": {}}, pod_group={"coscheduling": {}})
-    errors = validate_trainjob(trainjob(), rt, cluster_objects=[namespace()]).errors
+    errors = validate_trainjob(trainjob(), rt, cluster_objects=[team_a_ns()]).errors
     assert [str(e) for e in errors] == [
         "spec.runtimeRef: Forbidden: the runtime's podGroupPolicy is coscheduling, which cannot honour the Volcano "
         "queue of tenant namespace ns; use podGroupPolicy.volcano (or none: tenant namespaces get a Volcano gang)"]
     with pytest.raises(ValidationError, match="coscheduling, which cannot honour"):
-        build_objects(trainjob(trainer={"numNodes": 1}), rt, [namespace()], key_generator=fixed_key)
-    assert validate_trainjob(trainjob(), rt, cluster_objects=[namespace(queue=None)]).allowed
+        build_objects(trainjob(trainer={"numNodes": 1}), rt, [team_a_ns()], key_generator=fixed_key)
+    assert validate_trainjob(trainjob(), rt, cluster_objects=[team_a_ns(queue=None)]).allowed
 
 
 # ---- a tenant's catalog pin holds for cluster runtimes too ---------------------------------------
 
 def pinned_namespace(version="1.0.0"):
-    ns = namespace()
+    ns = team_a_ns()
     ns["metadata"]["labels"]["trainyard.dev/catalog-version"] = version
     return ns
 
@@ -253,8 +251,8 @@ def test_a_cluster_runtime_from_another_catalog_release_is_refused(rt, extra, ex
 
 
 def test_no_pin_no_restriction_and_the_webhook_looks_up_the_pinned_copy():
-    from trainyard.controller.tenancy import admission_lookups
-    assert validate_trainjob(trainjob(), catalog_runtime(), cluster_objects=[namespace(), priority_class("team-a-default")]).allowed
+    from trainyard.controller.tenant_namespace import admission_lookups
+    assert validate_trainjob(trainjob(), catalog_runtime(), cluster_objects=[team_a_ns(), priority_class("team-a-default")]).allowed
     assert ("TrainingRuntime", "rt", "ns") in admission_lookups(trainjob())
     assert ("TrainingRuntime", "rt", "ns") not in admission_lookups(trainjob(kind="TrainingRuntime"))
 
@@ -287,7 +285,7 @@ def test_admission_refuses_a_gang_its_quota_can_never_hold(nodes, as_limit, quot
     def lookup(kind, name, ns=None):
         if name is None:
             return quotas if kind == "ResourceQuota" else None
-        return {"ClusterTrainingRuntime": rt, "Namespace": namespace(), "PriorityClass": priority_class(name)}.get(kind)
+        return {"ClusterTrainingRuntime": rt, "Namespace": team_a_ns(), "PriorityClass": priority_class(name)}.get(kind)
 
     tj = trainjob(trainer={"numNodes": nodes})
     request = {"uid": "u", "operation": operation, "kind": {"kind": "TrainJob"}, "object": tj}

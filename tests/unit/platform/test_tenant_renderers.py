@@ -25,7 +25,7 @@ def test_namespace_labels(tenant):
 
 
 def test_namespace_carries_granted_and_default_priority_classes_for_the_controller(tenant):
-    from trainyard.controller.tenancy import tenant_policy
+    from trainyard.controller.tenant_namespace import tenant_policy
 
     namespace = objs.render_namespace(tenant, PolicySpec())
     assert namespace["metadata"]["annotations"] == {"trainyard.dev/priority-classes": "train-high,train-default",

@@ -54,11 +54,6 @@ def test_queueing_delays_and_percentiles_by_size():
                                                "4 GPU": {"jobs": 1, "p50_s": 1.0, "p95_s": 1.0}}
 
 
-@pytest.mark.parametrize("values, q, expected", [([], 50, None), ([4.0], 95, 4.0), ([1, 2, 3, 4], 50, 2.5)])
-def test_percentile(values, q, expected):
-    assert M.percentile(values, q) == expected
-
-
 def test_allocation_is_averaged_only_while_demand_reaches_capacity():
     # capacity 16: job a (16 GPUs) runs 0-10; job b (8 GPUs) arrives at 5 and runs 10-20.
     trace = [job("a", pods=2), job("b", pods=1, arrival=5)]

@@ -87,7 +87,7 @@ def tenant_pod_group_policy(policy: dict | None, namespace: dict | None) -> dict
 def tenant_runtime_document(runtime: dict, namespace: dict | None) -> dict:
     """`runtime` with the pod-group policy it gets in `namespace` (for `owned_objects`: a tenant gang's
     PodGroup is looked up like a runtime-declared one); unchanged where the policy is refused."""
-    spec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
+    spec = K.mapping(runtime.get("spec"))
     try:
         policy = tenant_pod_group_policy(spec.get("podGroupPolicy"), namespace)
     except ValidationError:
