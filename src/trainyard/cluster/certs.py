@@ -12,7 +12,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 
@@ -74,8 +74,9 @@ def sign_client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, gr
         warnings.simplefilter("ignore", CryptographyDeprecationWarning)
         ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):  # the local CA's key is made by `_key` below
-        raise ValueError("the local cluster's CA key is not an EC key; recreate the cluster")
+    if not isinstance(ca_key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):  # kwokctl's CA is RSA, kind's too
+        raise ValueError(f"the cluster's CA key is a {type(ca_key).__name__}, not an RSA or EC key: it cannot sign "
+                         "client certificates here")
     subject = x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups),
                          x509.NameAttribute(NameOID.COMMON_NAME, user)])
     now = datetime.datetime.now(datetime.timezone.utc)
