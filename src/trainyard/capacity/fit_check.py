@@ -14,11 +14,18 @@ from .model import nodes_from, number, pending_reason, pod_group_key, queue_uses
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
 
 
+def display_name(trainjob: dict) -> str:
+    """namespace/name; a file that leaves the name to the API server (`generateName`) shows the prefix and `*`."""
+    meta = trainjob.get("metadata") or {}
+    name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "(no name)")
+    return f"{meta.get('namespace', 'default')}/{name}"
+
+
 def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
     """The printed lines and the exit code."""
     api = live.connect(kubeconfig)
-    ns, name = trainjob["metadata"]["namespace"], trainjob["metadata"].get("name", "")
-    lines = [f"TrainJob {ns}/{name}"]
+    ns = trainjob["metadata"]["namespace"]
+    lines = [f"TrainJob {display_name(trainjob)}"]
     errors, warnings = live.admission(api, trainjob, quotas=False)
     lines += [f"  warning: {w}" for w in warnings]
     if errors:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
 from trainyard.capacity import live
@@ -56,3 +57,14 @@ def test_fit_and_report_without_any_kubeconfig_say_how_to_point_them_at_a_cluste
         assert result.exit_code == 2, result.output
         assert "pass --kubeconfig FILE or set KUBECONFIG, or start the local platform with `make up`" in result.output
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("metadata", "shown"), [
+    ({"name": "mnist", "namespace": "team-a"}, "team-a/mnist"),
+    ({"generateName": "torch-example-", "namespace": "team-a"}, "team-a/torch-example-*"),
+    ({"namespace": "team-a"}, "team-a/(no name)"),
+])
+def test_fit_names_the_trainjob_even_when_the_api_server_would(metadata, shown):
+    from trainyard.capacity.fit_check import display_name
+
+    assert display_name({"metadata": metadata}) == shown
