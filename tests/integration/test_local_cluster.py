@@ -144,15 +144,3 @@ def test_volcano_scheduler_follows_the_configmap(cluster):
         configmap["data"]["volcano-scheduler.conf"] = original
         cluster.apply(configmap)
         cluster.wait(lambda: conf_file.read_text() == original, timeout=30, what="the original configuration back")
-
-
-def test_the_controller_manager_runs_with_the_raised_client_limits(cluster):
-    """Its garbage collector deletes every TrainJob's children: at the default 20 requests/s, deleting a burst of
-    500 TrainJobs took two minutes (cluster/spec.py KCM_CLIENT_QPS)."""
-    from trainyard.cluster import local
-    from trainyard.cluster.spec import KCM_CLIENT_BURST, KCM_CLIENT_QPS
-
-    paths = local.ClusterPaths.for_name(cluster.name)
-    pid = local.kwok_processes(paths, cluster.name)["kube-controller-manager"]
-    argv = open(f"/proc/{pid}/cmdline").read().split("\0")
-    assert f"--kube-api-qps={KCM_CLIENT_QPS}" in argv and f"--kube-api-burst={KCM_CLIENT_BURST}" in argv, argv

@@ -198,11 +198,6 @@ def gpu_nodes(spec: ClusterSpec) -> list[dict]:
     return [gpu_node(i, spec) for i in range(spec.nodes)]
 
 
-KCM_CLIENT_QPS, KCM_CLIENT_BURST = 200, 400
-"""kube-controller-manager's client limits (its defaults are 20/30): its garbage collector deletes a TrainJob's
-JobSet, PodGroup, ConfigMaps and Secrets one request each, and at 20/s deleting 500 TrainJobs took two minutes."""
-
-
 def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
     """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
     ports = spec.ports
@@ -230,9 +225,6 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
             "etcdctlBinary": str(binaries["etcdctl"]),
             "kwokControllerBinary": str(binaries["kwok"]),
         },
-        "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
-            {"key": "kube-api-qps", "value": str(KCM_CLIENT_QPS)},
-            {"key": "kube-api-burst", "value": str(KCM_CLIENT_BURST)}]}],
     }
 
 
