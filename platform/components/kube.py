@@ -9,6 +9,7 @@ type token.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 
 import pulumi
@@ -55,6 +56,15 @@ def with_crd_await(crd: dict) -> dict:
     meta = crd.setdefault("metadata", {})
     meta["annotations"] = {**(meta.get("annotations") or {}), WAIT_FOR: "condition=Established"}
     return crd
+
+
+def with_quota_await(quota: dict) -> dict:
+    """A ResourceQuota has no built-in await, and until kube-controller-manager has counted its usage the API
+    server refuses every create it covers ("status unknown for quota"): wait until each limit has a usage."""
+    meta = quota.setdefault("metadata", {})
+    used = [f"jsonpath={{.status.used['{key}']}}" for key in sorted(quota["spec"]["hard"])]
+    meta["annotations"] = {**(meta.get("annotations") or {}), WAIT_FOR: json.dumps(used)}
+    return quota
 
 
 def register(obj: dict, opts: pulumi.ResourceOptions | None = None, name: str | None = None) -> pulumi.CustomResource:

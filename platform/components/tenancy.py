@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 
 from trainyard.platform import tenant_objects as objs
-from trainyard.platform.components.kube import child, register
+from trainyard.platform.components.kube import child, register, with_quota_await
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
 from trainyard.platform.queue_guard import controller_username, render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
@@ -57,9 +57,9 @@ class Tenant(pulumi.ComponentResource):
         super().__init__(type_token("tenants", "Tenant"), name, None, opts)
         namespace = register(objs.render_namespace(tenant, policies), child(self))
         inside = child(self, [namespace])
-        self.quota = register(objs.render_resource_quota(tenant), inside)
+        self.quota = register(with_quota_await(objs.render_resource_quota(tenant)), inside)
         for quota in objs.render_priority_quotas(tenant):
-            register(quota, inside)
+            register(with_quota_await(quota), inside)
         register(objs.render_limit_range(tenant), inside)
         self.rbac = [register(obj, child(self, [namespace, guardrails.runtime_reader])) for obj in render_tenant_rbac(tenant)]
         self.queue = register(objs.render_tenant_queue(tenant), child(self, [parent_queue] if parent_queue else []))

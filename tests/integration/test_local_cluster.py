@@ -144,3 +144,16 @@ def test_volcano_scheduler_follows_the_configmap(cluster):
         configmap["data"]["volcano-scheduler.conf"] = original
         cluster.apply(configmap)
         cluster.wait(lambda: conf_file.read_text() == original, timeout=30, what="the original configuration back")
+
+
+def test_the_controller_manager_resyncs_quotas_every_few_seconds(cluster):
+    """A tenant quota created before kube-controller-manager has discovered the TrainJob CRD counts its
+    TrainJobs only from the next resync: 5 minutes by default, during which every TrainJob is refused
+    and `platform up` waits (cluster/spec.py QUOTA_RESYNC)."""
+    from trainyard.cluster import local
+    from trainyard.cluster.spec import QUOTA_RESYNC
+
+    paths = local.ClusterPaths.for_name(cluster.name)
+    pid = local.kwok_processes(paths, cluster.name)["kube-controller-manager"]
+    argv = open(f"/proc/{pid}/cmdline").read().split("\0")
+    assert f"--resource-quota-sync-period={QUOTA_RESYNC}" in argv, argv

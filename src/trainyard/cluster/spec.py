@@ -198,6 +198,13 @@ def gpu_nodes(spec: ClusterSpec) -> list[dict]:
     return [gpu_node(i, spec) for i in range(spec.nodes)]
 
 
+QUOTA_RESYNC = "10s"
+"""kube-controller-manager's ResourceQuota resync (default 5m). A quota created before the controller has
+discovered a new CRD (it looks every 30 s) has no usage for `count/<crd>` until the next resync, and the API
+server refuses every TrainJob in that namespace until then ("status unknown for quota"). `platform up`
+waits for every tenant quota's usage, so on a fresh cluster this bounds the wait."""
+
+
 def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
     """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
     ports = spec.ports
@@ -225,6 +232,8 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
             "etcdctlBinary": str(binaries["etcdctl"]),
             "kwokControllerBinary": str(binaries["kwok"]),
         },
+        "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
+            {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC}]}],
     }
 
 

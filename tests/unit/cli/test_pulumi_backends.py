@@ -33,6 +33,13 @@ def test_the_local_stack_gets_a_file_backend_in_the_given_directory(tmp_path):
     assert env["PULUMI_HOME"].endswith("pulumi/home")
 
 
+def test_the_local_stack_saves_its_state_once_per_update_unless_the_user_says_otherwise(tmp_path):
+    assert offline_env({"PATH": "/usr/bin"}, backend_dir=tmp_path)["PULUMI_SKIP_CHECKPOINTS"] == "true"
+    kept = offline_env({"PATH": "/usr/bin", "PULUMI_SKIP_CHECKPOINTS": "false"}, backend_dir=tmp_path)
+    assert kept["PULUMI_SKIP_CHECKPOINTS"] == "false"
+    assert "PULUMI_SKIP_CHECKPOINTS" not in shared_env({"PATH": "/usr/bin"}), "shared stacks checkpoint every step"
+
+
 @pytest.mark.parametrize("env,credentials,expected", [
     ({"PULUMI_BACKEND_URL": "gs://b"}, None, "gs://b"),
     ({}, {"current": "https://api.pulumi.com"}, "https://api.pulumi.com"),

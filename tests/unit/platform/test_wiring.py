@@ -72,6 +72,20 @@ def test_every_tenant_gets_quota_queue_rbac_and_guard(values, catalog, monkeypat
     assert {r.inputs["metadata"]["namespace"] for r in runtimes} == {"team-a", "team-b"}
 
 
+def test_tenant_quotas_are_awaited_until_every_limit_has_a_usage(values, catalog, monkeypatch):
+    """Else a TrainJob created right after `up` is refused: "status unknown for quota" (the suite saw it)."""
+    import json
+
+    _, _, resources, _ = _run(values, catalog, monkeypatch)
+    quotas = _of(resources, "core/v1:ResourceQuota")
+    assert quotas
+    for quota in quotas:
+        wait_for = json.loads(quota.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
+        assert wait_for == [f"jsonpath={{.status.used['{key}']}}" for key in sorted(quota.inputs["spec"]["hard"])]
+    hard = next(q for q in quotas if q.inputs["metadata"]["name"] == "tenant-quota").inputs["spec"]["hard"]
+    assert "requests.nvidia.com/gpu" in hard and "count/trainjobs.trainer.kubeflow.org" in hard
+
+
 def test_crds_first_tenants_after_controller_and_protected_crds(values, catalog, monkeypatch):
     config, components, resources, options = _run(values, catalog, monkeypatch)
     crds = components["crds"]
