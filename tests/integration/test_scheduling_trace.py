@@ -39,7 +39,7 @@ def replay():
 
 
 def test_a_tiny_trace_finishes_whole_gangs_within_their_tier_and_for_their_duration(replay):
-    trace = generate(5, 10, CAPACITY, duration_scale=0.2, rack_nodes=2, spine_nodes=4)
+    trace = generate(37, 10, CAPACITY, duration_scale=0.2, rack_nodes=2, spine_nodes=4)  # 4 gangs, 6 singles, 22 s
     assert any(job.is_gang for job in trace) and any(not job.is_gang for job in trace)
     record = replay.run(trace, "gang", gang=True, direct=False, timeout=240)
     assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
@@ -68,7 +68,7 @@ def test_a_tiny_trace_finishes_whole_gangs_within_their_tier_and_for_their_durat
 
 def test_the_kube_scheduler_baseline_stays_kube_scheduler(replay):
     """Tenant namespaces make every TrainJob a Volcano gang; the baseline runs with the namespaces unlabelled."""
-    trace = generate(3, 11, CAPACITY, duration_scale=0.1, rack_nodes=2, spine_nodes=4)
+    trace = generate(49, 11, CAPACITY, duration_scale=0.1, rack_nodes=2, spine_nodes=4)  # done by 11 s
     record = replay.run(trace, "kube-scheduler", gang=False, direct=False, timeout=180)
     assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
     groups = [g for t in DEFAULT_TENANTS for g in replay.custom.list_namespaced_custom_object(
