@@ -6,6 +6,7 @@ Tests run in file order; the last one destroys the stack.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from functools import partial
@@ -13,6 +14,7 @@ from functools import partial
 import pytest
 
 from trainyard import k8s
+from trainyard.cluster.processes import pid_alive
 
 from builders import new_trainjob
 
@@ -205,7 +207,6 @@ def test_crashed_up_converges_when_run_again(platform, cluster, capsys):
     """Crash an up (SIGKILL to pulumi and its plugins, as a reboot would) while it recreates a tenant: the
     local backend saves state once per update, so the record of what it created is lost. After the
     `pulumi cancel` the lock message asks for, the next up adopts what it finds: done, nothing left to change."""
-    import os
     import signal
     import time
 
@@ -218,9 +219,12 @@ def test_crashed_up_converges_when_run_again(platform, cluster, capsys):
     cluster.wait(lambda: not _namespace_gone(cluster, OTHER) or proc.poll() is not None, timeout=180,
                  interval=0.2, what="the up to start recreating the removed tenant")
     crashed = proc.poll() is None
+    tree = _process_tree(proc.pid)  # pulumi, its language host, the program and the provider
     if crashed:
-        os.killpg(proc.pid, signal.SIGKILL)
+        for pid in tree:
+            os.kill(pid, signal.SIGKILL)
     output, _ = proc.communicate(timeout=300)
+    cluster.wait(lambda: not any(pid_alive(pid) for pid in tree), timeout=10, what="the crashed processes gone")
     subprocess.run([str(pulumi_binary()), "cancel", "--yes", "--stack", "it"], cwd=platform.workdir, env=platform.env,
                    capture_output=True, timeout=60)
     started = time.monotonic()
@@ -244,6 +248,23 @@ def test_destroy_leaves_nothing_trainyard_created(platform, cluster):
     assert leftovers.strip() == ""
     crds = cluster.kubectl("get", "crd", "-o", "name")
     assert "trainjobs.trainer.kubeflow.org" in crds, "CRDs are retained by default so user TrainJobs survive"
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and every process descended from it (from /proc: plugins start in their own process groups)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        tree += frontier
+    return tree
 
 
 def _wait_complete(cluster, name: str) -> None:
