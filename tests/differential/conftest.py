@@ -30,12 +30,29 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session")
 def diff_cluster():
+    """Started as a user starts the oracle, `trainyard cluster up --trainjob-controller upstream`; stopped with
+    `cluster down`, which must leave none of its processes and no listener."""
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+    from trainyard.cluster.processes import ProcessTable, pid_alive, port_in_use
+
     ensure_built(*local.REQUIRED_TOOLS, "kubeflow-trainer")
     if local.read_state(DIFF_CLUSTER.name):  # a previous run died or was kept: start fresh
         local.down(DIFF_CLUSTER.name, echo=lambda *_: None)
-    local.up(DIFF_CLUSTER, echo=lambda *_: None)
+    runner = CliRunner()
+    up = runner.invoke(app, ["cluster", "up", "--name", DIFF_CLUSTER.name, "--port-base", str(DIFF_CLUSTER.port_base),
+                             "--nodes", str(DIFF_CLUSTER.nodes), "--racks", str(DIFF_CLUSTER.racks),
+                             "--gpus-per-node", str(DIFF_CLUSTER.gpus_per_node),
+                             "--feature-gates", DIFF_CLUSTER.feature_gates, "--trainjob-controller", "upstream"])
+    assert up.exit_code == 0, up.output
+    assert "trainjob controller: upstream" in up.output
+    pids = ProcessTable(local.ClusterPaths.for_name(DIFF_CLUSTER.name).root).load()
     try:
         yield DIFF_CLUSTER
     finally:
         if not os.environ.get("TRAINYARD_KEEP_TEST_CLUSTER"):
-            local.down(DIFF_CLUSTER.name, echo=lambda *_: None)
+            down = runner.invoke(app, ["cluster", "down", "--name", DIFF_CLUSTER.name])
+            assert down.exit_code == 0, down.output
+            assert not [name for name, pid in pids.items() if pid_alive(pid)], "down stops every process up started"
+            assert not [port for port in DIFF_CLUSTER.ports.all().values() if port_in_use(port)], "nothing listens"

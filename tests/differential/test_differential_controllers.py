@@ -24,6 +24,7 @@ from diff_phase import Api, clean_up, run_phase
 from trainyard.cluster import local
 from trainyard.cluster.trainer_controllers import stop_trainjob_controller, switch_trainjob_controller
 from trainyard.paths import cache_dir
+from waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +37,47 @@ def _cluster_objects(api: Api) -> None:
     for obj in diff_cases.seed_cluster_objects():
         message = api.create(obj)
         assert message is None, f"{obj['kind']} {obj['metadata']['name']}: {message}"
+
+
+def test_upstream_controller_builds_jobset_and_podgroup_and_its_webhook_refuses_unknown_runtimes(diff_cluster):
+    """Before the differential phases (this module's first test): the process `cluster up --trainjob-controller
+    upstream` started is upstream's binary, with upstream's CRD, and it builds a TrainJob's JobSet and Volcano
+    PodGroup; its webhook refuses an unknown runtime kind. Its objects are deleted before phase 1."""
+    from trainyard.cluster.local import ClusterError
+    from trainyard.cluster.processes import ProcessTable
+    from builders import EIGHT_GPUS, new_trainjob, torch_runtime
+
+    name = diff_cluster.name
+    runtime = torch_runtime("oracle-torch-volcano", queue="default")
+    assert local.read_state(name)["trainjob_controller"] == "upstream"
+    pid = ProcessTable(local.ClusterPaths.for_name(name).root).load()["trainjob-controller"]
+    assert "trainer-controller-manager" in open(f"/proc/{pid}/cmdline").read(), "upstream's binary, not trainyard's"
+    crd = json.loads(local.kubectl(name, "get", "crd", "trainjobs.trainer.kubeflow.org", "-o", "json"))
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"], "upstream's CRD, not trainyard's"
+
+    def owned_by(kind_plural: str, trainjob: str) -> dict | None:
+        items = json.loads(local.kubectl(name, "get", kind_plural, "-n", "oracle", "-o", "json"))["items"]
+        return next((i for i in items if any(r["kind"] == "TrainJob" and r["name"] == trainjob and r.get("controller")
+                                             for r in i["metadata"].get("ownerReferences") or [])), None)
+
+    local.kubectl(name, "create", "namespace", "oracle")
+    try:
+        local.kubectl(name, "create", "-f", "-", input_text=json.dumps(runtime))
+        local.kubectl(name, "create", "-f", "-", input_text=json.dumps(new_trainjob(
+            "mnist", runtime["metadata"]["name"], "ClusterTrainingRuntime", namespace="oracle", nodes=2,
+            per_node=EIGHT_GPUS)))
+        jobset = wait_for(lambda: owned_by("jobsets.jobset.x-k8s.io", "mnist"), 90, "upstream's JobSet")
+        podgroup = wait_for(lambda: owned_by("podgroups.scheduling.volcano.sh", "mnist"), 90, "upstream's PodGroup")
+        assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
+        assert podgroup["spec"]["minMember"] == 2
+        with pytest.raises(ClusterError) as refused:
+            local.kubectl(name, "create", "-f", "-", input_text=json.dumps(new_trainjob(
+                "bogus", runtime["metadata"]["name"], "BogusRuntime", namespace="oracle", nodes=2, per_node=EIGHT_GPUS)))
+        assert "validator.trainjob.trainer.kubeflow.org" in str(refused.value)
+        assert "unsupported runtime: BogusRuntime.trainer.kubeflow.org" in str(refused.value)
+    finally:
+        local.kubectl(name, "delete", "namespace", "oracle", "--wait=true", "--timeout=120s")
+        local.kubectl(name, "delete", "clustertrainingruntime", runtime["metadata"]["name"], "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """The README's main job exactly as a user runs it: `trainyard up` through the installed console script on a
 cluster of its own (own name and ports), the smoke suite against it, a tenant's first TrainJob from
-examples/, then `trainyard down` leaving no process, no listener and no state behind.
+examples/, `cluster up` again (idempotent; a clash on its ports refused), then `trainyard down` leaving no
+process, no listener and no state behind.
 
 Nothing is faked: `trainyard up` starts the real control plane, controllers and the Pulumi deployment.
 """
@@ -117,6 +118,23 @@ def test_a_tenant_user_runs_the_example_trainjob_to_completion(main_job):
         return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
 
     wait_for(complete, 240, "the example TrainJob to complete")
+
+
+def test_cluster_up_again_changes_nothing_and_a_clash_on_its_ports_is_refused(main_job):
+    """`cluster up` is idempotent, its kubeconfig stays under the cluster's own directory, and a second cluster
+    asking for the same ports is refused by name before anything starts."""
+    again = trainyard("cluster", "up", "--name", NAME, "--port-base", str(SPEC.port_base))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already running" in again.stdout
+    assert all_pids() == main_job["pids"], "a second up changes nothing"
+    path = trainyard("cluster", "kubeconfig", "--name", NAME).stdout.strip()
+    assert os.path.isfile(path) and path.startswith(str(local.ClusterPaths.for_name(NAME).root))
+    assert os.path.expanduser("~/.kube") not in path
+    clash = trainyard("cluster", "up", "--name", "trainyard-clash", "--port-base", str(SPEC.port_base))
+    assert clash.returncode != 0
+    assert "--port-base" in clash.stdout + clash.stderr and "in use" in clash.stdout + clash.stderr
+    assert not local.read_state("trainyard-clash"), "the refused cluster left no state"
+    assert all_pids() == main_job["pids"], "the refused cluster touched nothing of the running one"
 
 
 def test_trainyard_down_leaves_no_process_no_listener_and_no_state(main_job):
