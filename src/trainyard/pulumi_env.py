@@ -49,9 +49,10 @@ def offline_env(base: dict[str, str] | None = None, backend_dir: Path | None = N
 
     The file backend rewrites the whole state after every step, and the upstream CRDs make it 13 MB of
     indented JSON: that was 65 s of a 76 s local `pulumi up`. The local stack saves it once per update
-    instead (PULUMI_SKIP_CHECKPOINTS; set it to false to keep per-step checkpoints). A killed local up loses
-    that update's record only: the next up adopts the objects it finds, since creates are server-side apply
-    (tests/platform: an up killed with SIGKILL converges when run again). Shared stacks keep the default."""
+    instead (PULUMI_SKIP_CHECKPOINTS; set it to false to keep per-step checkpoints). A crashed local up loses
+    that update's record only: after `pulumi cancel`, the next up adopts the objects it finds, since creates
+    are server-side apply (tests/platform: test_crashed_up_converges_when_run_again). Shared stacks keep the
+    default."""
     env = toolchain_env(base)
     home = cache_dir() / "pulumi" / "home"
     home.mkdir(parents=True, exist_ok=True)
