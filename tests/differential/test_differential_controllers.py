@@ -43,8 +43,8 @@ def test_upstream_controller_builds_jobset_and_podgroup_and_its_webhook_refuses_
     """Before the differential phases (this module's first test): the process `cluster up --trainjob-controller
     upstream` started is upstream's binary, with upstream's CRD, and it builds a TrainJob's JobSet and Volcano
     PodGroup; its webhook refuses an unknown runtime kind. Its objects are deleted before phase 1."""
-    from trainyard.cluster.local import ClusterError
     from trainyard.cluster.processes import ProcessTable
+    from trainyard.cluster.state import ClusterError
     from builders import EIGHT_GPUS, new_trainjob, torch_runtime
 
     name = diff_cluster.name

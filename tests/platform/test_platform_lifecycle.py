@@ -214,7 +214,7 @@ def test_crashed_up_converges_when_run_again(platform, cluster, capsys):
 
     assert platform.env["PULUMI_SKIP_CHECKPOINTS"] == "true", "the local stack's backend, as `trainyard up` runs it"
     proc = subprocess.Popen([str(pulumi_binary()), "up", "--yes", "--skip-preview", "--non-interactive",
-                             "--stack", "it"], cwd=platform.workdir, env=platform.env, start_new_session=True,
+                             "--stack", "it"], cwd=platform.workdir, env=platform.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cluster.wait(lambda: not _namespace_gone(cluster, OTHER) or proc.poll() is not None, timeout=180,
                  interval=0.2, what="the up to start recreating the removed tenant")
