@@ -27,7 +27,8 @@ dev: $(VENV)/.installed
 tools: dev
 	$(TRAINYARD) tools build
 
-up: tools
+up: dev
+	$(TRAINYARD) tools build --group core
 	$(TRAINYARD) up
 
 down: dev

@@ -3,12 +3,13 @@
 Lowest first (README "Architecture"):
 
     ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats}
-    toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index)
+    toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index),
+                trainyard.images (container images built from pinned inputs, host packages)
     queues      trainyard.queues: Volcano scheduler configuration, queues, HyperNodes, priority classes
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
-    apps        trainyard.{cluster, capacity, schedtrace, stack_deploy, main_job, pulumi_env}
+    apps        trainyard.{cluster, realnodes, capacity, schedtrace, stack_deploy, main_job, pulumi_env}
     cli         trainyard.cli: the Typer commands
 
 Module names come from pyproject's `package-dir` (platform/ is `trainyard.platform`, ...); every import counts,
@@ -32,12 +33,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
                 "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
                 "trainyard.waiting", "trainyard.stats")),
-    ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields")),
+    ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields", "trainyard.images")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
-    ("apps", ("trainyard.cluster", "trainyard.capacity", "trainyard.schedtrace", "trainyard.stack_deploy",
+    ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env")),
     ("cli", ("trainyard.cli",)),
 )

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from trainyard.cluster import local
 from trainyard.cluster.spec import PROVIDERS, TRAINJOB_CONTROLLERS, ClusterSpec
+from trainyard.realnodes.spec import REAL_NODE_LABEL
 
 cluster_app = typer.Typer(help="A local Kubernetes cluster of simulated GPU nodes (kwok) with JobSet and Volcano.",
                           no_args_is_help=True)
@@ -30,6 +31,9 @@ TRAINJOB_CONTROLLER = typer.Option(
     DEFAULT.trainjob_controller, "--trainjob-controller",
     help=f"Which TrainJob controller runs: {' or '.join(TRAINJOB_CONTROLLERS)} (Kubeflow Trainer's own "
          "trainer-controller-manager, built by `trainyard tools build kubeflow-trainer`, as an oracle).")
+REAL_NODES = typer.Option(DEFAULT.real_nodes, "--real-nodes", help=(
+    "Also start N real nodes (kubelet + containerd on this machine, root only) that run pods for real; they carry "
+    f"the GPU labels and capacity of the simulated nodes and the taint {REAL_NODE_LABEL}=true:NoSchedule."))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -52,6 +56,8 @@ def start(spec: ClusterSpec, provider: str = DEFAULT_PROVIDER, bare: bool = Fals
         fail(f"--provider {provider!r}: use one of {', '.join(PROVIDERS)}", 2)
     if bare and provider != DEFAULT_PROVIDER:
         fail("--bare is a kwok option (kind clusters start without trainyard's local controllers anyway)", 2)
+    if spec.real_nodes and provider != DEFAULT_PROVIDER:
+        fail("--real-nodes is a kwok option (kind's nodes run pods for real already)", 2)
     if spec.trainjob_controller != DEFAULT.trainjob_controller and (bare or provider != DEFAULT_PROVIDER):
         fail(f"--trainjob-controller {spec.trainjob_controller}: the controller runs as a local process of a "
              "kwok cluster with controllers (not --bare, not --provider kind)", 2)
@@ -79,12 +85,14 @@ def up(
     provider: str = PROVIDER,
     feature_gates: str = FEATURE_GATES,
     trainjob_controller: str = TRAINJOB_CONTROLLER,
+    real_nodes: int = REAL_NODES,
     bare: bool = typer.Option(False, "--bare", help="Control plane and GPU nodes only, no local controllers: "
                               "deploy an in-cluster stack (controllersRunLocally: false) onto it; kwok runs its pods."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
-                     spines=spines, port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller)
+                     spines=spines, port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller,
+                     real_nodes=real_nodes)
     start(spec, provider, bare)
     print_status(name)
 
@@ -144,9 +152,10 @@ def register_top_level(app: typer.Typer) -> None:
 
     @app.command("up")
     def platform_up(name: str = NAME, port_base: int = PORT_BASE, feature_gates: str = FEATURE_GATES,
-                    stack: str = typer.Option(LOCAL_STACK, help="Stack deployed on the cluster.")) -> None:
+                    stack: str = typer.Option(LOCAL_STACK, help="Stack deployed on the cluster."),
+                    real_nodes: int = REAL_NODES) -> None:
         """Start the local GPU cluster with its controllers, then `pulumi up` the local stack on it."""
-        spec = make_spec(name=name, port_base=port_base, feature_gates=feature_gates)
+        spec = make_spec(name=name, port_base=port_base, feature_gates=feature_gates, real_nodes=real_nodes)
         start(spec)
         try:
             main_job.deploy(spec.name, stack, echo=console.print)

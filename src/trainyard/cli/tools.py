@@ -12,7 +12,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 
 from trainyard.toolchain.build import ToolBuildError, build_tool, selected_tools
-from trainyard.toolchain.versions import all_tools
+from trainyard.toolchain.versions import TOOL_GROUPS, all_tools, tools_in_group
 
 tools_app = typer.Typer(help="The pinned upstream toolchain (built from Go modules, cached in ~/.cache/trainyard).",
                         no_args_is_help=True)
@@ -23,7 +23,7 @@ console = Console()
 def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List every pinned tool with its version, path and whether it is built."""
     rows = [
-        {"tool": t.name, "version": t.version, "path": str(t.bin_dir),
+        {"tool": t.name, "version": t.version, "group": t.group, "path": str(t.bin_dir),
          "status": "built" if t.is_built() else "missing", "missing": t.missing_binaries()}
         for t in all_tools()
     ]
@@ -38,10 +38,15 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
 
 
 @tools_app.command("build")
-def build(tools: Optional[List[str]] = typer.Argument(None, help="Tools to build (default: all).")) -> None:
+def build(tools: Optional[List[str]] = typer.Argument(None, help="Tools to build (default: all)."),
+          group: Optional[str] = typer.Option(None, "--group", help=f"Only one group: {' or '.join(TOOL_GROUPS)} "
+                                              "(core: what `make up` needs; real-nodes: `--real-nodes N`).")) -> None:
     """Build what is missing, one log per tool; on failure name the tool and its log."""
     try:
         chosen = selected_tools(tools or [])
+        if group is not None:
+            in_group = {t.name for t in tools_in_group(group)}
+            chosen = [t for t in chosen if t.name in in_group]
     except KeyError as exc:
         console.print(f"[red]error:[/] {exc.args[0]}")
         raise typer.Exit(2)

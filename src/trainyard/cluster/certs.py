@@ -89,3 +89,29 @@ def sign_client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, user: str, gr
         .sign(ca_key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def write_client_pair(directory: Path, user: str, groups: tuple[str, ...]) -> tuple[Path, Path, Path]:
+    """A CA of its own (ca.crt) and a client certificate for `user` in `groups` it signed (client.crt/.key).
+
+    For the API server's calls to real kubelets: the kubelets trust only this CA for client certificates, and
+    the API server presents the pair. Returns (ca, certificate, key) paths.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = _key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{user}-ca")])
+    ca_cert = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    cert_pem, key_pem = sign_client_certificate(ca_pem, _pem_key(ca_key), user, groups, days=3650)
+    paths = directory / "ca.crt", directory / "client.crt", directory / "client.key"
+    for path, content in zip(paths, (ca_pem, cert_pem, key_pem)):
+        path.write_bytes(content)
+    paths[2].chmod(0o600)
+    return paths

@@ -122,7 +122,14 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     setup_log = paths.logs / "up.log"
 
     config_file = paths.root / "kwokctl.yaml"
-    documents = [cluster_spec.kwokctl_config(spec, binaries), *_kwok_stages(spec)]
+    kubelet_client = None
+    if spec.real_nodes:
+        from trainyard.realnodes.spec import KUBELET_CLIENT_GROUPS, KUBELET_CLIENT_USER
+
+        _, client_cert, client_key = certs.write_client_pair(paths.certs / "kubelet-client", KUBELET_CLIENT_USER,
+                                                             KUBELET_CLIENT_GROUPS)
+        kubelet_client = (client_cert, client_key)
+    documents = [cluster_spec.kwokctl_config(spec, binaries, kubelet_client), *_kwok_stages(spec)]
     config_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     echo(f"starting control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1:{spec.ports.port('apiserver')}")
     run_logged([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),
@@ -143,6 +150,10 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks, "
          f"{spec.spines} spine{'s' if spec.spines > 1 else ''})")
     kc("create", "-f", "-", input_text=yaml.safe_dump_all(cluster_spec.gpu_nodes(spec)))
+    if spec.real_nodes:
+        from trainyard.realnodes import nodes as real_nodes
+
+        real_nodes.start(spec, paths, ProcessTable(paths.root), kc, echo)
     if not controllers:
         echo(f"cluster {spec.name!r} is up (bare: control plane and GPU nodes only)")
         return state
@@ -255,6 +266,12 @@ def down(name: str, echo=print) -> list[str]:
     if not paths.root.exists():
         echo(f"cluster {name!r} is not running")
         return []
+    state = read_state(name)
+    if state and state.get("spec", {}).get("real_nodes"):
+        from trainyard.realnodes import nodes as real_nodes
+
+        real_nodes.stop(name, paths, ProcessTable(paths.root), lambda *args: kubectl(name, *args),
+                        ClusterSpec(**state["spec"]))
     stopped = ProcessTable(paths.root).stop_all()
     kwok_components = kwok_processes(paths, name)
     stopped += list(kwok_components)
@@ -267,7 +284,6 @@ def down(name: str, echo=print) -> list[str]:
     for pid in kwok_components.values():  # kwokctl delete stops them; make sure
         if pid_alive(pid):
             os.kill(pid, 9)
-    state = read_state(name)
     if state:
         wait_for(lambda: not any(port_in_use(p) for p in state["ports"].values()), 10, "the cluster's ports free", 0.2,
                  error=None)

@@ -80,6 +80,19 @@ class ProcessTable:
         _signal_group(pid, sig)
         wait_for(lambda: not pid_alive(pid), 10, f"{name} (pid {pid}) gone", 0.05, error=None)
 
+    def stop(self, name: str, timeout: float = 15.0) -> None:
+        """SIGTERM one process group (SIGKILL after `timeout`) and forget it; a name not recorded is ignored."""
+        entries = self._entries()
+        if name not in entries:
+            return
+        pid = int(entries[name]["pid"])
+        _signal_group(pid, signal.SIGTERM)
+        if not wait_for(lambda: not pid_alive(pid), timeout, f"{name} (pid {pid}) gone", 0.1, error=None):
+            _signal_group(pid, signal.SIGKILL)
+            wait_for(lambda: not pid_alive(pid), 10, f"{name} (pid {pid}) gone", 0.05, error=None)
+        del entries[name]
+        self._save(entries)
+
     def restart(self, name: str) -> int:
         """Start a recorded process again with the same command line."""
         entry = self._entries()[name]

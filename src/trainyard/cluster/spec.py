@@ -26,6 +26,7 @@ UNREACHED_QPS = 100000  # "no client limit" for upstream's manager, whose config
 # How the cluster runs: kwok (the default, no container engine needed) or kind.
 PROVIDERS = ("kwok", "kind")
 
+MAX_REAL_NODES = 8
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
@@ -42,6 +43,8 @@ class Ports:
         "volcano_controller_healthz": 22, "volcano_controller_metrics": 23, "volcano_webhook": 24,
         "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32, "controller_status": 33,
     }
+
+    OFFSETS.update({f"kubelet_healthz_{i}": 40 + i for i in range(8)})  # one per real node (MAX_REAL_NODES)
 
     def port(self, name: str) -> int:
         return self.base + self.OFFSETS[name]
@@ -71,6 +74,8 @@ class ClusterSpec:
     # Client-side API limits of the TrainJob controller, either one: upstream's defaults; negative qps: none.
     controller_qps: float = UPSTREAM_QPS
     controller_burst: int = UPSTREAM_BURST
+    real_nodes: int = 0
+    """Real kubelets (with containerd, CNI and CoreDNS) started beside the simulated GPU nodes (root only)."""
     timed_pods: bool = False
     """kwok completes a pod after the delay in its `pod-complete.stage.kwok.x-k8s.io/delay` annotation (any
     owner), not as soon as it runs (pods of Jobs only): for benchmarks that replay job durations."""
@@ -91,6 +96,9 @@ class ClusterSpec:
         if self.trainjob_controller not in TRAINJOB_CONTROLLERS:
             problems.append(f"--trainjob-controller {self.trainjob_controller!r}: use one of "
                             f"{', '.join(TRAINJOB_CONTROLLERS)}")
+        if not 0 <= self.real_nodes <= MAX_REAL_NODES:
+            problems.append(f"--real-nodes {self.real_nodes}: choose 0 to {MAX_REAL_NODES} (each runs a kubelet "
+                            "and a containerd on this machine)")
         if self.racks < 1 or self.racks > self.nodes:
             problems.append(f"--racks {self.racks}: must be between 1 and the number of nodes ({self.nodes})")
         if self.spines < 1 or self.spines > self.racks:
@@ -205,7 +213,7 @@ server refuses every TrainJob in that namespace until then ("status unknown for 
 waits for every tenant quota's usage, so on a fresh cluster this bounds the wait."""
 
 
-def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
+def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client: tuple[Path, Path] | None = None) -> dict:
     """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
     ports = spec.ports
     return {
@@ -233,8 +241,28 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path]) -> dict:
             "kwokControllerBinary": str(binaries["kwok"]),
         },
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
-            {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC}]}],
+            {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC}]}, *real_node_patches(spec, kubelet_client)],
     }
+
+
+def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | None) -> list[dict]:
+    """With real nodes: kwok manages only the nodes annotated `kwok.x-k8s.io/node: fake` (by default it takes
+    over every node, a real kubelet's too), and the API server reaches kubelets by InternalIP (node names do
+    not resolve here) with a client certificate the kubelets trust."""
+    if not spec.real_nodes:
+        return []
+    if kubelet_client is None:
+        raise ValueError("a cluster with real nodes needs the API server's kubelet client certificate")
+    cert, key = kubelet_client
+    return [
+        {"name": "kwok-controller", "extraArgs": [
+            {"key": "manage-all-nodes", "value": "false", "override": True},
+            {"key": "manage-nodes-with-annotation-selector", "value": "kwok.x-k8s.io/node=fake"}]},
+        {"name": "kube-apiserver", "extraArgs": [
+            {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+            {"key": "kubelet-client-certificate", "value": str(cert)},
+            {"key": "kubelet-client-key", "value": str(key)}]},
+    ]
 
 
 def jobset_config(spec: ClusterSpec, cert_dir: Path) -> dict:

@@ -66,12 +66,8 @@ def _build(tool: Tool, ldflags: str, out: Path, packages: list[str], extra: tupl
     return GoStep(("build", "-trimpath", *extra, "-ldflags", ldflags, "-o", str(out), *packages))
 
 
-def kubernetes(tool: Tool) -> list[Step]:
-    """All four Kubernetes binaries in one `go build` so shared packages compile once.
-
-    -pgo=off: kube-apiserver ships a PGO profile that would otherwise rebuild every
-    dependency separately for it.
-    """
+def _kubernetes_stamp(tool: Tool) -> dict[str, str]:
+    """The version variables Kubernetes' own release build sets (so `kubectl version` shows v1.36.3)."""
     commit, date = _commit_and_date(tool, "k8s.io/kubernetes")
     major, minor = tool.version.lstrip("v").split(".")[:2]
     stamp: dict[str, str] = {}
@@ -80,9 +76,17 @@ def kubernetes(tool: Tool) -> list[Step]:
             f"{pkg}.gitVersion": tool.version, f"{pkg}.gitMajor": major, f"{pkg}.gitMinor": minor,
             f"{pkg}.gitTreeState": "clean", f"{pkg}.gitCommit": commit, f"{pkg}.buildDate": date,
         })
-    cmds = {"kube-apiserver": "kube-apiserver", "kube-controller-manager": "kube-controller-manager",
-            "kube-scheduler": "kube-scheduler", "kubectl": "kubectl"}
-    packages = [f"k8s.io/kubernetes/cmd/{cmds[b]}" for b in tool.binaries]
+    return stamp
+
+
+def kubernetes(tool: Tool) -> list[Step]:
+    """All four Kubernetes binaries in one `go build` so shared packages compile once.
+
+    -pgo=off: kube-apiserver ships a PGO profile that would otherwise rebuild every
+    dependency separately for it.
+    """
+    stamp = _kubernetes_stamp(tool)
+    packages = [f"k8s.io/kubernetes/cmd/{b}" for b in tool.binaries]
 
     def index_fields() -> None:
         from trainyard.k8s_fields import index_path, write_index
@@ -91,6 +95,51 @@ def kubernetes(tool: Tool) -> list[Step]:
 
     return [_build(tool, _ldflags(stamp), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",)),
             PyStep("index the Job and pod fields of the pinned OpenAPI document (trainyard.k8s_fields)", index_fields)]
+
+
+def kube_node(tool: Tool) -> list[Step]:
+    """The kubelet and kube-proxy of the same release, for real nodes."""
+    packages = [f"k8s.io/kubernetes/cmd/{b}" for b in tool.binaries]
+    return [_build(tool, _ldflags(_kubernetes_stamp(tool)), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",))]
+
+
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+
+
+def containerd(tool: Tool) -> list[Step]:
+    """containerd, its runc shim and ctr, without the snapshotters that need C libraries (as upstream's
+    static release build)."""
+    flags = _ldflags({f"{CONTAINERD_MODULE}/version.Version": tool.version})
+    tags = ("-tags", "no_btrfs no_devmapper no_zfs")
+    return [_build(tool, flags, tool.bin_dir / b, [f"{CONTAINERD_MODULE}/cmd/{b}"], tags) for b in tool.binaries]
+
+
+def runc(tool: Tool) -> list[Step]:
+    """runc with cgo (libcontainer/nsenter is C) and seccomp (the CRI asks for RuntimeDefault profiles), linked
+    statically against Debian's libseccomp as upstream's release binaries are."""
+    from trainyard.images.debian import RUNC_BUILD_PACKAGES, ensure_host_packages
+
+    flags = _ldflags({"main.version": tool.version.lstrip("v")}) + " -linkmode external -extldflags -static"
+    step = _build(tool, flags, tool.bin_dir / "runc", ["github.com/opencontainers/runc"], ("-tags", "seccomp urfave_cli_no_docs"))
+    return [PyStep(f"apt-get install {' '.join(RUNC_BUILD_PACKAGES)} if missing",
+                   lambda: ensure_host_packages(RUNC_BUILD_PACKAGES)),
+            GoStep(step.args, env={"CGO_ENABLED": "1"})]
+
+
+CNI_PACKAGES = {"bridge": "plugins/main/bridge", "loopback": "plugins/main/loopback",
+                "host-local": "plugins/ipam/host-local", "portmap": "plugins/meta/portmap"}
+
+
+def cni_plugins(tool: Tool) -> list[Step]:
+    flags = _ldflags({"github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion": tool.version})
+    return [_build(tool, flags, tool.bin_dir / b, [f"github.com/containernetworking/plugins/{CNI_PACKAGES[b]}"])
+            for b in tool.binaries]
+
+
+def coredns(tool: Tool) -> list[Step]:
+    commit, _ = _commit_and_date(tool, "github.com/coredns/coredns")
+    flags = _ldflags({"github.com/coredns/coredns/coremain.GitCommit": commit[:7]})
+    return [_build(tool, flags, tool.bin_dir / "coredns", ["github.com/coredns/coredns"])]
 
 
 def etcd(tool: Tool) -> list[Step]:
@@ -167,6 +216,11 @@ RECIPES: dict[str, Callable[[Tool], list[Step]]] = {
     "jobset": jobset,
     "volcano": volcano,
     "kubeflow-trainer": kubeflow_trainer,
+    "kube-node": kube_node,
+    "containerd": containerd,
+    "runc": runc,
+    "cni-plugins": cni_plugins,
+    "coredns": coredns,
 }
 
 

@@ -18,6 +18,8 @@ class Tool:
     version: str
     module: str
     binaries: tuple[str, ...]
+    group: str = "core"
+    """`core`: what `make up` needs; `real-nodes`: only clusters with real kubelets (`--real-nodes N`)."""
 
     @property
     def wrapper_dir(self) -> Path:
@@ -56,9 +58,19 @@ def _pins() -> dict:
 
 def all_tools() -> list[Tool]:
     return [
-        Tool(name=name, version=spec["version"], module=spec["module"], binaries=tuple(spec["binaries"]))
+        Tool(name=name, version=spec["version"], module=spec["module"], binaries=tuple(spec["binaries"]),
+             group=spec.get("group", "core"))
         for name, spec in _pins()["tools"].items()
     ]
+
+
+TOOL_GROUPS = ("core", "real-nodes")
+
+
+def tools_in_group(group: str) -> list[Tool]:
+    if group not in TOOL_GROUPS:
+        raise KeyError(f"unknown tool group {group!r}; groups: {', '.join(TOOL_GROUPS)}")
+    return [t for t in all_tools() if t.group == group]
 
 
 def tool(name: str) -> Tool:

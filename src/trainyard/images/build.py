@@ -1,0 +1,182 @@
+"""The images real nodes run, built from pinned inputs and cached like the toolchain.
+
+- `pause`: the pod sandbox, compiled from `build/pause/linux/pause.c` of the pinned Kubernetes module.
+- `training`: Debian (debootstrap from the apt mirror this machine is configured with) with Python, OpenMPI and
+  an SSH server, torch installed from PyPI wheels whose hashes tools/images/training/requirements.txt pins,
+  and the project's small training scripts in /opt/trainyard/scripts.
+
+An image's tag is a hash of its inputs, so a changed input is a new image and a cached one is never stale.
+Each lives in ~/.cache/trainyard/images/<name>-<tag>/ as an OCI layout plus `image.json` (ref, digest, size,
+build seconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from trainyard.images import oci
+from trainyard.images.logrun import run_to_log
+from trainyard.images.debian import DEBIAN_MIRROR, DEBIAN_SUITE, debootstrap, ensure_host_packages
+from trainyard.paths import cache_dir, repo_root
+
+REGISTRY = "trainyard.local"
+LOCAL_TAG = "local"
+"""Every image is also named <registry>/<name>:local, the newest build: what examples and overrides name, so a
+rebuilt image needs no edit (nodes hold only what this checkout built; nothing is ever pulled)."""
+IMAGE_SOURCES = Path("tools/images")
+TRAINING_PACKAGES = ("python3", "python3-venv", "ca-certificates", "openmpi-bin",
+                     "openssh-server", "openssh-client", "procps")
+TRAINING_ENV = {"PATH": "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+PYTHON_TAG = ("3.11", "cp")  # bookworm's python3
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    name: str
+    inputs: tuple[tuple[str, bytes], ...]  # (what, content): everything that decides the image
+    build_rootfs: Callable[[Path, Path], None]  # (rootfs, log) -> fills rootfs
+    cmd: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def tag(self) -> str:
+        digest = hashlib.sha256()
+        for what, content in self.inputs:
+            digest.update(what.encode() + b"\0" + hashlib.sha256(content).digest())
+        return digest.hexdigest()[:16]
+
+    @property
+    def ref(self) -> str:
+        return f"{REGISTRY}/{self.name}:{self.tag}"
+
+    @property
+    def alias(self) -> str:
+        return f"{REGISTRY}/{self.name}:{LOCAL_TAG}"
+
+    @property
+    def directory(self) -> Path:
+        return cache_dir() / "images" / f"{self.name}-{self.tag}"
+
+
+def pause_recipe() -> ImageRecipe:
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.versions import tool
+
+    source = module_dir(tool("kube-node"), "k8s.io/kubernetes") / "build" / "pause" / "linux" / "pause.c"
+    text = source.read_bytes()
+
+    def build(rootfs: Path, log: Path) -> None:
+        rootfs.mkdir(parents=True)
+        run_to_log(["gcc", "-Os", "-Wall", "-static", f"-DVERSION=trainyard-{tool('kube-node').version}",
+              "-o", str(rootfs / "pause"), str(source)], log)
+
+    return ImageRecipe("pause", (("pause.c", text),), build, cmd=("/pause",))
+
+
+def training_sources() -> dict[str, bytes]:
+    base = repo_root() / IMAGE_SOURCES / "training"
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def wheel_dir() -> Path:
+    return cache_dir() / "wheels"
+
+
+def download_wheels(requirements: Path, log: Path) -> None:
+    """Fetch the pinned wheels (hash-checked by pip) for bookworm's Python into the shared wheel cache."""
+    version, implementation = PYTHON_TAG
+    wheel_dir().mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_FIND_LINKS")}
+    run_to_log([_host_python(), "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--only-binary=:all:",
+          "--python-version", version, "--implementation", implementation,
+          "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+          "--platform", "manylinux2014_x86_64", "--platform", "manylinux2010_x86_64", "--platform", "manylinux_2_12_x86_64",
+          "--platform", "manylinux_2_27_x86_64", "-d", str(wheel_dir()), "-r", str(requirements)], log, env)
+
+
+def _host_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def training_recipe() -> ImageRecipe:
+    sources = training_sources()
+    base = repo_root() / IMAGE_SOURCES / "training"
+
+    def build(rootfs: Path, log: Path) -> None:
+        debootstrap(rootfs, TRAINING_PACKAGES, log)
+        download_wheels(base / "requirements.txt", log)
+        staged = rootfs / "tmp" / "wheels"
+        shutil.copytree(wheel_dir(), staged, copy_function=os.link)  # hard links: same file system, no copy
+        shutil.copyfile(base / "requirements.txt", staged / "requirements.txt")
+        clean_env = {"PATH": TRAINING_ENV["PATH"], "HOME": "/root", "LANG": "C.UTF-8"}
+        run_to_log(["chroot", str(rootfs), "python3", "-m", "venv", "/opt/venv"], log, clean_env)
+        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+              "--require-hashes", "--find-links", "/tmp/wheels", "-r", "/tmp/wheels/requirements.txt"], log, clean_env)
+        shutil.rmtree(staged)
+        scripts = rootfs / "opt" / "trainyard"
+        for relative, content in sources.items():
+            if relative.startswith("scripts/"):
+                target = scripts / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+        for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
+            shutil.rmtree(cache, ignore_errors=True)
+            cache.mkdir(parents=True)
+
+    inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(TRAINING_PACKAGES)}".encode()),
+              *sorted(sources.items()))
+    return ImageRecipe("training", inputs, build, cmd=("python3",), env=tuple(TRAINING_ENV.items()))
+
+
+RECIPES: dict[str, Callable[[], ImageRecipe]] = {"pause": pause_recipe, "training": training_recipe}
+
+
+def image_record(recipe: ImageRecipe) -> dict | None:
+    """The cached image's record, or None when it is not built."""
+    record = recipe.directory / "image.json"
+    if not record.is_file() or not (recipe.directory / "layout" / "index.json").is_file():
+        return None
+    return json.loads(record.read_text())
+
+
+def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: None) -> dict:
+    """Build the image unless cached; returns its record (ref, digest, size, seconds, layout)."""
+    cached = image_record(recipe)
+    if cached:
+        return cached
+    ensure_host_packages(echo=echo)
+    directory = recipe.directory
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    log = cache_dir() / "logs" / f"image-{recipe.name}-{recipe.tag}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"# building {recipe.ref}\n")
+    echo(f"building image {recipe.ref} (log {log})")
+    started = time.monotonic()
+    rootfs = directory / "rootfs"
+    try:
+        recipe.build_rootfs(rootfs, log)
+        record = oci.write_layout(rootfs, directory / "layout", [recipe.ref, recipe.alias], dict(recipe.env), list(recipe.cmd))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+    record.update(seconds=round(time.monotonic() - started, 1), layout=str(directory / "layout"))
+    (directory / "image.json").write_text(json.dumps(record, indent=2))
+    echo(f"built {recipe.ref} in {record['seconds']:.0f}s ({record['size'] / 2**30:.2f} GiB)")
+    return record
+
+
+def build_images(names: tuple[str, ...] = tuple(RECIPES), echo: Callable[[str], None] = lambda _: None) -> dict[str, dict]:
+    return {name: build_image(RECIPES[name](), echo) for name in names}

@@ -1,0 +1,133 @@
+"""Real nodes' names, addresses and config files: several kubelets on one host must share nothing by accident."""
+
+import ipaddress
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from trainyard.cluster.spec import ClusterSpec, kwokctl_config, real_node_patches
+from trainyard.realnodes import spec as S
+
+BINARIES = {name: Path(f"/bin/{name}") for name in (
+    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "etcdctl", "kwok")}
+
+
+def nodes(count: int = 3) -> list[S.RealNode]:
+    return [S.RealNode("trainyard", i, Path("/c/clusters/trainyard"), Path("/c"), 26440 + i) for i in range(count)]
+
+
+def test_each_node_has_its_own_address_range_dirs_socket_and_cgroup():
+    many = nodes(S.MAX_REAL_NODES)
+    for attribute in ("name", "ip", "pod_range", "directory", "run_dir", "containerd_root", "containerd_socket",
+                      "cgroup_root", "healthz_port"):
+        values = [getattr(n, attribute) for n in many]
+        assert len(set(values)) == len(values), attribute
+    network = ipaddress.ip_network(S.POD_CIDR)
+    addresses = {ipaddress.ip_address(n.ip) for n in many} | {ipaddress.ip_address(a) for n in many for a in n.pod_range}
+    assert all(a in network for a in addresses)
+    assert ipaddress.ip_address(S.dns_address()) not in addresses
+    ranges = sorted((ipaddress.ip_address(n.pod_range[0]), ipaddress.ip_address(n.pod_range[1])) for n in many)
+    assert all(end < next_start for (_, end), (next_start, _) in zip(ranges, ranges[1:])), "ranges overlap"
+    assert all(len(str(n.containerd_socket)) < 108 for n in many), "unix socket paths have 108 bytes"
+
+
+@pytest.mark.parametrize("cluster", ["trainyard", "a-very-long-cluster-name-of-32-ch", "x"])
+def test_bridge_name_fits_a_linux_interface_name(cluster):
+    name = S.bridge_name(cluster)
+    assert len(name) <= 15 and name.isalnum()
+    assert name != S.bridge_name(cluster + "2")
+
+
+def test_containerd_configs_share_no_path_and_keep_the_sandbox_oom_score():
+    configs = [tomllib.loads(S.containerd_config(n, pause_ref="trainyard.local/pause:x", runc=Path("/r/runc"),
+                                                 cni_bin=Path("/cni"))) for n in nodes()]
+    for key in (lambda c: c["root"], lambda c: c["state"], lambda c: c["grpc"]["address"],
+                lambda c: c["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"]["options"]["Root"],
+                lambda c: c["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["conf_dir"]):
+        assert len({key(c) for c in configs}) == len(configs)
+    config = configs[0]
+    assert config["version"] == 3
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True, "root lacks CAP_SYS_RESOURCE here: runc fails without it"
+    assert runtime["netns_mounts_under_state_dir"] is True, "down finds network namespaces under the state dir"
+    assert runtime["containerd"]["runtimes"]["runc"]["options"]["BinaryName"] == "/r/runc"
+    assert config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == "trainyard.local/pause:x"
+    assert "io.containerd.nri.v1.nri" in config["disabled_plugins"], "NRI's socket is one per host"
+
+
+def test_cni_keeps_pod_traffic_on_the_bridge():
+    node = nodes()[1]
+    (plugin,) = S.cni_conflist(node, "tyb0")["plugins"]
+    assert (plugin["type"], plugin["bridge"], plugin["isGateway"], plugin["ipMasq"]) == ("bridge", "tyb0", False, False)
+    ((pod_range,),) = plugin["ipam"]["ranges"]
+    assert (pod_range["subnet"], pod_range["rangeStart"], pod_range["rangeEnd"]) == (S.POD_CIDR, *node.pod_range)
+    assert plugin["ipam"]["dataDir"].startswith(str(node.directory))
+
+
+def test_kubelet_trusts_only_the_api_server_and_is_tainted():
+    node = nodes()[0]
+    config = S.kubelet_config(node, client_ca=Path("/ca.crt"), resolv_conf=Path("/resolv.conf"))
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["authentication"]["x509"]["clientCAFile"] == "/ca.crt"
+    assert config["authorization"]["mode"] == "Webhook"
+    assert config["address"] == node.ip and config["readOnlyPort"] == 0
+    assert config["cgroupRoot"] == node.cgroup_root and config["failCgroupV1"] is False
+    assert config["registerWithTaints"] == [{"key": S.REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}]
+    assert config["clusterDNS"] == [S.dns_address()]
+    assert config["imageGCHighThresholdPercent"] == 100, "imported images cannot be pulled again: never collect them"
+    argv = S.kubelet_argv(node, kubelet=Path("/k"), config=Path("/k.yaml"), kubeconfig=Path("/kc"))
+    assert f"--node-ip={node.ip}" in argv and f"--hostname-override={node.name}" in argv
+
+
+def test_corefile_serves_the_cluster_domain_on_the_bridge_and_nothing_else():
+    text = S.corefile(Path("/kc.yaml"))
+    assert f"bind {S.dns_address()}" in text and "kubernetes cluster.local" in text and "kubeconfig /kc.yaml" in text
+    assert "forward" not in text and "rcode NXDOMAIN" in text
+
+
+def test_real_nodes_carry_the_simulated_nodes_gpu_labels_and_capacity():
+    from trainyard.cluster.spec import gpu_node
+    from trainyard.k8s import RACK_LABEL, SPINE_LABEL
+
+    spec = ClusterSpec()
+    simulated = gpu_node(0, spec)["metadata"]["labels"]
+    real = S.node_labels(nodes()[0], gpus=8, gpu_product=spec.gpu_product, rack="rack-0", spine="spine-0",
+                         zone=spec.zone, rack_label=RACK_LABEL, spine_label=SPINE_LABEL)
+    shared = {k: v for k, v in simulated.items() if k not in ("kubernetes.io/hostname", "kubernetes.io/os",
+                                                               "kubernetes.io/arch", "type")}
+    assert shared.items() <= real.items()
+    assert real["type"] == "real"
+    patch = S.gpu_capacity_patch(8)
+    assert {op["path"] for op in patch} == {"/status/capacity/nvidia.com~1gpu", "/status/allocatable/nvidia.com~1gpu"}
+
+
+def test_kwok_leaves_real_nodes_alone_and_the_api_server_reaches_kubelets_by_ip():
+    assert real_node_patches(ClusterSpec(), None) == []
+    config = kwokctl_config(ClusterSpec(real_nodes=2), BINARIES, (Path("/c.crt"), Path("/c.key")))
+    patches = {p["name"]: {a["key"]: a for a in p["extraArgs"]} for p in config["componentsPatches"]}
+    assert patches["kwok-controller"]["manage-all-nodes"] == {"key": "manage-all-nodes", "value": "false", "override": True}
+    assert patches["kwok-controller"]["manage-nodes-with-annotation-selector"]["value"] == "kwok.x-k8s.io/node=fake"
+    assert patches["kube-apiserver"]["kubelet-preferred-address-types"]["value"] == "InternalIP"
+    assert patches["kube-apiserver"]["kubelet-client-certificate"]["value"] == "/c.crt"
+    with pytest.raises(ValueError):
+        kwokctl_config(ClusterSpec(real_nodes=1), BINARIES, None)
+    simulated = kwokctl_config(ClusterSpec(), BINARIES)
+    assert [p["name"] for p in simulated["componentsPatches"]] == ["kube-controller-manager"], "make up unchanged"
+
+
+@pytest.mark.parametrize("count,ok", [(0, True), (2, True), (S.MAX_REAL_NODES, True), (-1, False),
+                                      (S.MAX_REAL_NODES + 1, False)])
+def test_real_node_count_is_validated(count, ok):
+    if ok:
+        assert ClusterSpec(real_nodes=count).real_nodes == count
+    else:
+        with pytest.raises(ValueError, match="--real-nodes"):
+            ClusterSpec(real_nodes=count)
+
+
+def test_every_real_node_has_a_healthz_port_in_the_cluster_range():
+    ports = ClusterSpec().ports
+    healthz = [ports.port(f"kubelet_healthz_{i}") for i in range(S.MAX_REAL_NODES)]
+    assert set(healthz) <= set(ports.all().values()), "checked free at up, waited for at down"
+    assert len(set(ports.all().values())) == len(ports.all()), "no two listeners share a port"
