@@ -160,3 +160,17 @@ def log_links_into(directory: Path) -> list[Path]:
     if not CONTAINER_LOG_LINKS.is_dir():
         return []
     return [p for p in CONTAINER_LOG_LINKS.iterdir() if p.is_symlink() and os.readlink(p).startswith(str(directory))]
+
+
+def pids_in_cgroup(relative: str) -> list[int]:
+    """Processes in the cgroup tree (any hierarchy): a node's containers, even when their shim is gone."""
+    pids: set[int] = set()
+    for controller in cgroup_controllers():
+        top = controller / relative.lstrip("/")
+        if top.exists():
+            for procs in top.rglob("cgroup.procs"):
+                try:
+                    pids.update(int(p) for p in procs.read_text().split())
+                except OSError:
+                    continue
+    return sorted(pids)

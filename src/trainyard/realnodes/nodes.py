@@ -48,8 +48,16 @@ def _containerd_answers(node: RealNode) -> Callable[[], bool]:
     return lambda: _ctr(node, "version", timeout=5).returncode == 0
 
 
-def _no_tasks(node: RealNode) -> Callable[[], bool]:
-    return lambda: not _ctr(node, "tasks", "ls", "--quiet", timeout=10).stdout.strip()
+def _no_running_tasks(node: RealNode) -> Callable[[], bool]:
+    """True once no container of the node runs (the kubelet stopped them; stopped sandboxes stay until GC)."""
+    def check() -> bool:
+        rows = _ctr(node, "tasks", "ls", timeout=10).stdout.splitlines()[1:]
+        return not any(row.split()[-1] == "RUNNING" for row in rows if row.split())
+    return check
+
+
+def _cgroup_empty(node: RealNode) -> Callable[[], bool]:
+    return lambda: not host.pids_in_cgroup(node.cgroup_root)
 
 
 def _require_root() -> None:
@@ -187,16 +195,17 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
     if not nodes:
         return
     running = table.running()
-    for node in nodes:  # the kubelet stops its pods properly (CNI DEL, volume unmounts) while it can
-        if _process_name("kubelet", node) in running:
+    for node in nodes:  # the kubelet stops its pods properly (CNI DEL, volume unmounts) while it can;
+        if _process_name("kubelet", node) in running:  # cordoned first, so no replacement lands there
             try:
+                kc("cordon", node.name)
                 kc("delete", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={node.name}",
                    "--grace-period=0", "--force", "--wait=false")
             except ClusterError:
                 pass
     for node in nodes:
         if _process_name("containerd", node) in running:
-            wait_for(_no_tasks(node), 30, f"{node.name}'s containers stopped", 0.5, error=None)
+            wait_for(_no_running_tasks(node), 30, f"{node.name}'s containers stopped", 0.5, error=None)
     for node in nodes:
         table.stop(_process_name("kubelet", node))
     for node in nodes:  # what the kubelet did not stop: kill the tasks, drop the containers
@@ -209,10 +218,12 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
                 _ctr(node, "containers", "delete", *containers, timeout=30)
         table.stop(_process_name("containerd", node))
     table.stop("coredns")
-    for node in nodes:  # shims outlive containerd by design
-        for pid in host.processes_matching(str(node.containerd_socket), str(node.run_dir)):
+    for node in nodes:  # shims outlive containerd by design; after a crash, containers outlive their shims
+        for pid in [*host.processes_matching(str(node.containerd_socket), str(node.run_dir)),
+                    *host.pids_in_cgroup(node.cgroup_root)]:
             if pid_alive(pid):
                 os.kill(pid, 9)
+        wait_for(_cgroup_empty(node), 10, f"{node.name}'s processes gone", 0.1, error=None)
         host.unmount_all(node.run_dir, node.directory, node.containerd_root)
     wait_for(lambda: not host.veths_on(node_spec.bridge_name(name)), 10, "pod veths gone", 0.2, error=None)
     host.delete_link(node_spec.bridge_name(name))
@@ -233,7 +244,8 @@ def leftovers(name: str, paths: ClusterPaths, count: int) -> dict[str, list[str]
     bridge = node_spec.bridge_name(name)
     return {
         "processes": [f"{pid} {cmd[:120]}" for pid, cmd in host.processes_matching(
-            *(str(d) for d in run_dirs), str(paths.root / "realnodes")).items()],
+            *(str(d) for d in run_dirs), str(paths.root / "realnodes")).items()]
+        + [f"{pid} (in {n.cgroup_root})" for n in nodes for pid in host.pids_in_cgroup(n.cgroup_root)],
         "mounts": host.mounts_under(*run_dirs, *(n.directory for n in nodes), *(n.containerd_root for n in nodes)),
         "network_namespaces": [str(p) for d in run_dirs if d.exists() for p in d.rglob("cni-*")],
         "links": [bridge, *host.veths_on(bridge)] if host.link_exists(bridge) else [],
