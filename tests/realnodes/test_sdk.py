@@ -1,0 +1,75 @@
+"""The Kubeflow SDK for real: a data scientist's `TrainerClient().train(CustomTrainer(func=...))` runs the
+function on two real nodes and `get_job_logs()` returns what it printed.
+
+The function is shipped by the SDK inside the TrainJob (no image build); the SDK's own options name the locally
+built image (`CustomTrainer(image=...)`) and the real nodes (`RuntimePatch`: nodeSelector, toleration, one pod per
+node), so the catalog release stays as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainyard.cluster.local import user_kubeconfig
+from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from realcluster import NAME, REAL_NODES
+
+pytestmark = pytest.mark.integration
+
+LOCAL_IMAGE = "trainyard.local/training:local"
+
+
+def real_node_patch():
+    from kubeflow.trainer.options.kubernetes import (JobSetSpecPatch, JobSetTemplatePatch, JobSpecPatch,
+                                                      JobTemplatePatch, PodSpecPatch, PodTemplatePatch,
+                                                      ReplicatedJobPatch, RuntimePatch, TrainingRuntimeSpecPatch)
+
+    spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"jobset.sigs.k8s.io/replicatedjob-name": "node"}},
+        "matchLabelKeys": ["jobset.sigs.k8s.io/jobset-name"]}]}}
+    pod = PodSpecPatch(node_selector={REAL_NODE_LABEL: "true"}, affinity=spread,
+                       tolerations=[{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}])
+    node = ReplicatedJobPatch(name="node", template=JobTemplatePatch(spec=JobSpecPatch(template=PodTemplatePatch(spec=pod))))
+    return RuntimePatch(training_runtime_spec=TrainingRuntimeSpecPatch(
+        template=JobSetTemplatePatch(spec=JobSetSpecPatch(replicated_jobs=[node]))))
+
+
+def test_the_sdk_runs_a_function_on_two_real_nodes_and_reads_its_logs(real_cluster):
+    from kubeflow.trainer import CustomTrainer, KubernetesBackendConfig, TrainerClient
+
+    kubeconfig = user_kubeconfig(NAME, "alice", ("team-a-users",))
+    client = TrainerClient(KubernetesBackendConfig(namespace="team-a", config_file=str(kubeconfig)))
+
+    def train():
+        import os
+
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        total = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(total)
+        print(f"sdk rank {dist.get_rank()} of {dist.get_world_size()} sum {total.item():.0f} "
+              f"on {os.environ['HOSTNAME']}")
+        dist.destroy_process_group()
+
+    name = client.train(runtime=client.get_runtime("torch-distributed-volcano"),
+                        trainer=CustomTrainer(func=train, image=LOCAL_IMAGE, num_nodes=REAL_NODES,
+                                              resources_per_node={"cpu": "500m", "memory": "1Gi", "gpu": 1}),
+                        options=[real_node_patch()])
+    try:
+        job = client.wait_for_job_status(name, status={"Complete"}, timeout=300, polling_interval=2)
+        assert job.num_nodes == REAL_NODES
+        assert sorted(step.device_count for step in job.steps if step.name.startswith("node")) in (["1", "1"], [1, 1])
+        pods = real_cluster.items("pods", "-n", "team-a", "-l", f"jobset.sigs.k8s.io/jobset-name={name}")
+        assert sorted(p["spec"]["nodeName"] for p in pods) == [real_node_name(i) for i in range(REAL_NODES)]
+        lines = list(client.get_job_logs(name))
+        printed = sorted(line for line in lines if line.startswith("sdk rank"))
+        assert printed, lines[-20:]
+        world = int(printed[0].split()[4])
+        assert world >= REAL_NODES and world % REAL_NODES == 0, printed
+        per_node = world // REAL_NODES
+        assert printed == [f"sdk rank {r} of {world} sum {world * (world + 1) // 2} on {name}-node-0-0"
+                           for r in range(per_node)], "node-0's processes, each with the right all-reduce"
+    finally:
+        client.delete_job(name)
