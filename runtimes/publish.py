@@ -44,6 +44,11 @@ def as_tenant_runtime(runtime: dict, tenant: CatalogTenant) -> dict:
     The queue only takes effect through the Volcano PodGroup the controller
     builds, so a runtime without a pod-group policy gets ``podGroupPolicy.volcano``;
     an existing Volcano policy (e.g. network topology) is kept.
+
+    A launcher that waits for its workers to be Ready (``dependsOn`` status Ready, the MPI runtimes) starts with
+    them instead: the gang's minMember counts the launcher (as upstream's), but JobSet creates it only once the
+    workers run, and Volcano runs no worker before the whole gang exists, so the job would wait forever (found on
+    real nodes). mpirun retries its SSH connections (``connectionAttempts``) while the workers' sshd comes up.
     """
     shaped = copy.deepcopy(runtime)
     metadata = shaped["metadata"]
@@ -69,6 +74,11 @@ def as_tenant_runtime(runtime: dict, tenant: CatalogTenant) -> dict:
     template_metadata = spec["template"].setdefault("metadata", {})
     template_metadata["annotations"] = {**(template_metadata.get("annotations") or {}), labels.VOLCANO_QUEUE: tenant.queue}
     for job in spec["template"].get("spec", {}).get("replicatedJobs", []):
+        waits = [d for d in job.get("dependsOn") or [] if d.get("status") != "Ready"]
+        if waits:
+            job["dependsOn"] = waits
+        else:
+            job.pop("dependsOn", None)
         pod_spec = job["template"]["spec"]["template"].setdefault("spec", {})
         pod_spec["schedulerName"] = labels.VOLCANO_SCHEDULER
         if tenant.priority_class:

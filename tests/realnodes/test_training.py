@@ -31,22 +31,27 @@ def submit(cluster, document: dict | None = None) -> str:
     return created.stdout.strip().split("/")[-1]
 
 
-def finished(cluster, name: str, timeout: float) -> dict:
-    """The TrainJob's terminal condition (Complete or Failed) once it has one."""
-    def terminal():
-        trainjob = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
-        return next((c for c in (trainjob.get("status") or {}).get("conditions", [])
-                     if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None)
+def terminal(cluster, name: str) -> dict | None:
+    """The TrainJob's terminal condition (Complete or Failed), or None."""
+    trainjob = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
+    return next((c for c in (trainjob.get("status") or {}).get("conditions", [])
+                 if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None)
 
-    return wait_for(terminal, timeout, f"TrainJob {name} to finish", 2)
+
+def finished(cluster, name: str, timeout: float) -> dict:
+    """The TrainJob's terminal condition once it has one."""
+    return wait_for(lambda: terminal(cluster, name), timeout, f"TrainJob {name} to finish", 2)
 
 
 def pods_of(cluster, name: str) -> list[dict]:
     return cluster.items("pods", "-n", "team-a", "-l", f"jobset.sigs.k8s.io/jobset-name={name}")
 
 
-def logs(cluster, pod: str, namespace: str = "team-a") -> str:
+def logs(cluster, pod: str, namespace: str = "team-a", missing_ok: bool = False) -> str | None:
+    """The pod's log; None if it is gone and `missing_ok`."""
     out = cluster.kubectl("logs", "-n", namespace, pod)
+    if missing_ok and out.returncode and "NotFound" in out.stderr:
+        return None
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -139,6 +139,13 @@ def show(
     tenant_queue: Optional[str] = typer.Option(None, "--tenant-queue", help="Render TrainingRuntimes for this Volcano queue."),
     priority_class: Optional[str] = typer.Option(None, "--priority-class", help="Tenant default priority class."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="Tenant namespace (with --tenant-queue)."),
+    image: list[str] = typer.Option([], "--image", help=(
+        "KEY=IMAGE: render with another image for the release's images.KEY (or `all`), e.g. the locally built "
+        "all=trainyard.local/training:local for real nodes. Repeatable; the release itself is not changed.")),
+    real_nodes: bool = typer.Option(False, "--real-nodes", help="Pin every pod to the local cluster's real nodes "
+                                    "(their label and a toleration of their taint)."),
+    name_suffix: str = typer.Option("", "--name-suffix", help="Append to each runtime's name (e.g. -real), so the "
+                                    "copies sit beside the tenant's pinned runtimes."),
 ) -> None:
     """Print a release's runtimes as a YAML stream (ClusterTrainingRuntimes, or TrainingRuntimes with tenant options)."""
     catalog = _load(ctx)
@@ -151,6 +158,15 @@ def show(
         objects = tenant_runtimes_of(catalog, version, tenant, runtime)
     else:
         objects = cluster_runtimes_of(catalog, version, runtime)
+    if image or real_nodes or name_suffix:
+        from trainyard.realnodes.spec import REAL_NODE_LABEL
+        from trainyard.runtimes.overrides import override_runtime, parse_image_overrides
+
+        images = parse_image_overrides(image, catalog, version)
+        selector = {REAL_NODE_LABEL: "true"} if real_nodes else None
+        tolerations = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}] if real_nodes else None
+        objects = [override_runtime(o, images=images, node_selector=selector, tolerations=tolerations,
+                                    name_suffix=name_suffix) for o in objects]
     typer.echo(yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True, width=120), nl=False)
 
 

@@ -25,6 +25,21 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
+def _new_ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA valid for ten years."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = _key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
 def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dns_names: tuple[str, ...] = ()) -> bytes:
     """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1, localhost and `dns_names`) and return the CA PEM.
 
@@ -35,15 +50,8 @@ def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dn
     if ca_file.exists() and crt_file.exists() and key_file.exists():
         return ca_file.read_bytes()
     now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
-    ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=3650))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_cert = _new_ca(f"{common_name}-ca")
+    ca_name = ca_cert.subject
     key = _key()
     cert = (
         x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
@@ -98,16 +106,7 @@ def write_client_pair(directory: Path, user: str, groups: tuple[str, ...]) -> tu
     the API server presents the pair. Returns (ca, certificate, key) paths.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{user}-ca")])
-    ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=3650))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_cert = _new_ca(f"{user}-ca")
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
     cert_pem, key_pem = sign_client_certificate(ca_pem, _pem_key(ca_key), user, groups, days=3650)
     paths = directory / "ca.crt", directory / "client.crt", directory / "client.key"

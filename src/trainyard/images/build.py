@@ -108,6 +108,34 @@ def _host_python() -> str:
     return sys.executable
 
 
+MPI_USER = (1000, "mpiuser")
+"""What the catalog's MPI runtimes expect of an image (values.yaml `mpi`, as mpi-operator's images): sshd runs
+as uid 1000 on port 2222 with /home/mpiuser/.sshd_config and the controller's keys in /home/mpiuser/.ssh."""
+SSHD_CONFIG = """Port 2222
+PidFile /home/mpiuser/sshd.pid
+HostKey /home/mpiuser/.ssh/id_rsa
+StrictModes no
+"""
+SSH_CLIENT_CONFIG = """Host *
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    LogLevel ERROR
+    Port 2222
+"""
+
+
+def _mpi_user(rootfs: Path, log: Path, env: dict[str, str]) -> None:
+    uid, name = MPI_USER
+    run_to_log(["chroot", str(rootfs), "useradd", "--create-home", "--uid", str(uid), "--shell", "/bin/bash", name],
+               log, env)
+    home = rootfs / "home" / name
+    (home / ".sshd_config").write_text(SSHD_CONFIG)
+    (rootfs / "etc" / "ssh" / "ssh_config.d" / "trainyard.conf").write_text(SSH_CLIENT_CONFIG)
+    (rootfs / "run" / "sshd").mkdir(parents=True, exist_ok=True)
+    for path in (home, home / ".sshd_config"):
+        os.chown(path, uid, uid)
+
+
 def training_recipe() -> ImageRecipe:
     sources = training_sources()
     base = repo_root() / IMAGE_SOURCES / "training"
@@ -129,11 +157,13 @@ def training_recipe() -> ImageRecipe:
                 target = scripts / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
+        _mpi_user(rootfs, log, clean_env)
         for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
             shutil.rmtree(cache, ignore_errors=True)
             cache.mkdir(parents=True)
 
     inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(TRAINING_PACKAGES)}".encode()),
+              ("mpi", f"{MPI_USER} {SSHD_CONFIG} {SSH_CLIENT_CONFIG}".encode()),
               *sorted(sources.items()))
     return ImageRecipe("training", inputs, build, cmd=("python3",), env=tuple(TRAINING_ENV.items()))
 
@@ -174,6 +204,9 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
         shutil.rmtree(rootfs, ignore_errors=True)
     record.update(seconds=round(time.monotonic() - started, 1), layout=str(directory / "layout"))
     (directory / "image.json").write_text(json.dumps(record, indent=2))
+    for older in directory.parent.glob(f"{recipe.name}-*"):  # earlier builds of this image: gigabytes each
+        if older != directory:
+            shutil.rmtree(older, ignore_errors=True)
     echo(f"built {recipe.ref} in {record['seconds']:.0f}s ({record['size'] / 2**30:.2f} GiB)")
     return record
 

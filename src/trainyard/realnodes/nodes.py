@@ -16,7 +16,7 @@ import yaml
 
 from trainyard import k8s as K
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive
-from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name
+from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name, spine_of_rack
 from trainyard.cluster.state import ClusterError, ClusterPaths
 from trainyard.paths import cache_dir
 from trainyard.realnodes import host
@@ -86,6 +86,11 @@ def import_image(node: RealNode, record: dict, echo: Callable[[str], None]) -> b
         for alias in record.get("aliases", []):
             _ctr(node, "images", "tag", "--force", record["ref"], alias)
         return False
+    repository = record["ref"].rsplit(":", 1)[0] + ":"
+    stale = [ref for ref in listed.stdout.split() if ref.startswith(repository)
+             and ref != record["ref"] and ref not in record.get("aliases", [])]
+    if stale:  # older builds of the same image: gigabytes each, and nothing will run them again
+        _ctr(node, "images", "rm", *stale)
     echo(f"importing {record['ref']} into {node.name} ({record['size'] / 2**30:.1f} GiB, once per node)")
     tar = subprocess.Popen(["tar", "-C", record["layout"], "-cf", "-", "."], stdout=subprocess.PIPE)
     done = _ctr(node, "images", "import", "--local", "--discard-unpacked-layers", "--snapshotter", "overlayfs", "-",
@@ -170,9 +175,9 @@ def _label_and_wait_ready(spec: ClusterSpec, node: RealNode, kc, table: ProcessT
 
     if not wait_for(registered, 90, f"{node.name} registered", 0.5, error=None):
         raise ClusterError(f"the kubelet of {node.name} did not register; see {log}")
-    rack = node.index % spec.racks
+    rack = spec.racks - 1  # all real nodes in one rack: a same-rack (tier-1) gang of real pods can place
     labels = node_spec.node_labels(node, gpus=spec.gpus_per_node, gpu_product=spec.gpu_product,
-                                   rack=rack_name(rack), spine=spine_name(rack % spec.spines), zone=spec.zone,
+                                   rack=rack_name(rack), spine=spine_name(spine_of_rack(rack, spec)), zone=spec.zone,
                                    rack_label=K.RACK_LABEL, spine_label=K.SPINE_LABEL)
     kc("label", "node", node.name, "--overwrite", *(f"{k}={v}" for k, v in labels.items()))
     kc("patch", "node", node.name, "--subresource=status", "--type=json", "-p",

@@ -178,7 +178,7 @@ def kubelet_config(node: RealNode, *, client_ca: Path, resolv_conf: Path) -> dic
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(resolv_conf),
         "failSwapOn": False,
-        "podLogsDirectory": str(node.directory / "pod-logs"),
+        "podLogsDir": str(node.directory / "pod-logs"),  # each kubelet removes pod logs it does not own
         "volumePluginDir": str(node.directory / "volume-plugins"),
         "registerWithTaints": [{"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}],
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",

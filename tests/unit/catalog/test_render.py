@@ -151,3 +151,22 @@ def test_platform_renderers_refuse_a_released_version_that_drifted():
     with pytest.raises(CatalogError, match="file of a released version was edited"):
         render_tenant_runtimes(catalog, make_tenant(catalog_version="1.0.0"))
     assert render_tenant_runtimes(catalog, make_tenant(catalog_version="1.1.0"))  # other releases unaffected
+
+
+@pytest.mark.parametrize("runtime,kept", [
+    ("openmpi-distributed", {}),
+    ("deepspeed-distributed", {}),
+    ("mpich-distributed", {}),
+    ("torchtune-llama3.2-1b", {"node": ["dataset-initializer", "model-initializer"]}),
+])
+def test_tenant_runtime_starts_a_ready_waiting_launcher_with_its_gang(runtime, kept):
+    """A launcher that waits for its workers to be Ready cannot be in a Volcano gang that starts no worker until
+    the launcher exists (minMember counts it): the tenant copy drops that wait, and keeps waits for Complete."""
+    from trainyard.runtimes.store import load_catalog
+
+    rendered = as_tenant_runtime(render_release_runtimes(load_catalog(), "1.2.0")[runtime], make_tenant())
+    jobs = rendered["spec"]["template"]["spec"]["replicatedJobs"]
+    waits = {job["name"]: [d["name"] for d in job["dependsOn"]] for job in jobs if "dependsOn" in job}
+    assert waits == kept
+    assert all(d["status"] == "Complete" for job in jobs for d in job.get("dependsOn", []))
+    assert "volcano" in rendered["spec"]["podGroupPolicy"]

@@ -131,3 +131,20 @@ def test_every_real_node_has_a_healthz_port_in_the_cluster_range():
     healthz = [ports.port(f"kubelet_healthz_{i}") for i in range(S.MAX_REAL_NODES)]
     assert set(healthz) <= set(ports.all().values()), "checked free at up, waited for at down"
     assert len(set(ports.all().values())) == len(ports.all()), "no two listeners share a port"
+
+
+def test_kubelet_config_uses_only_fields_of_the_pinned_kubelet():
+    """The kubelet decodes its config leniently: a misspelt field is ignored with a log line (podLogsDirectory
+    for podLogsDir once sent every node's logs to the shared /var/log/pods, where each kubelet deleted the
+    others' as orphans). So check the names against the pinned module's KubeletConfiguration."""
+    import re
+
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.versions import tool
+
+    source = (module_dir(tool("kube-node"), "k8s.io/kubelet") / "config" / "v1beta1" / "types.go").read_text()
+    body = source[source.index("type KubeletConfiguration struct"):]
+    body = body[:body.index("\n}\n")]
+    fields = set(re.findall(r'json:"([A-Za-z0-9]+)', body))
+    config = S.kubelet_config(nodes()[0], client_ca=Path("/ca.crt"), resolv_conf=Path("/r"))
+    assert set(config) - {"apiVersion", "kind"} <= fields, set(config) - fields - {"apiVersion", "kind"}
