@@ -1,5 +1,5 @@
 """One cluster with two real nodes for tests/realnodes, started as a user starts it (`trainyard up --real-nodes 2`
-through the console script, on a name and ports of its own), stopped by the last test (test_teardown.py), which
+through the console script, on a name and ports of its own), stopped by the last test (test_real_teardown.py), which
 checks that nothing is left on the host."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from trainyard.cluster import local
 from realcluster import NAME, PORT_BASE, REAL_NODES, RealCluster, trainyard
 
-TEARDOWN_MODULE = "test_teardown.py"
+TEARDOWN_MODULE = "test_real_teardown.py"
 
 
 def pytest_collection_modifyitems(items):

@@ -231,3 +231,13 @@ def test_the_controller_process_imports_no_other_command():
              "'trainyard.runtimes', 'trainyard.cluster', 'pulumi')))))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["trainyard.cli", "trainyard.cli.controller"], run.stdout
+
+
+def test_test_module_basenames_are_unique():
+    """pytest imports test modules by basename (tests/ has no packages): two test_x.py in different folders
+    make collection fail with "import file mismatch" (it did, for test_failures.py)."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name != "conftest.py" and "__pycache__" not in path.parts:
+            names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in names.items() if len(where) > 1} == {}

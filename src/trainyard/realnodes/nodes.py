@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 from typing import Callable
 
 import yaml
@@ -42,6 +43,23 @@ def _ctr(node: RealNode, *args: str, stdin=None, timeout: float = 900) -> subpro
     return subprocess.run([str(tool("containerd").path("ctr")), "--address", str(node.containerd_socket),
                            "--namespace", "k8s.io", *args], stdin=stdin, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def _images_marker(node: RealNode) -> Path:
+    return node.containerd_root / "trainyard-images.json"
+
+
+def _image_digests(images: dict[str, dict]) -> list[str]:
+    return sorted(record["digest"] for record in images.values())
+
+
+def _drop_root_of_other_images(node: RealNode, images: dict[str, dict]) -> None:
+    """A node's containerd root holds the images it was last given; when a build changed, start from an empty
+    root (an import costs ~40 s) rather than let old snapshots pile up, gigabytes each (containerd does not
+    collect an unpacked image's snapshots reliably once its layers were discarded)."""
+    marker = _images_marker(node)
+    if node.containerd_root.exists() and (not marker.is_file() or json.loads(marker.read_text()) != _image_digests(images)):
+        host.remove_tree(node.containerd_root)
 
 
 def _containerd_answers(node: RealNode) -> Callable[[], bool]:
@@ -86,11 +104,6 @@ def import_image(node: RealNode, record: dict, echo: Callable[[str], None]) -> b
         for alias in record.get("aliases", []):
             _ctr(node, "images", "tag", "--force", record["ref"], alias)
         return False
-    repository = record["ref"].rsplit(":", 1)[0] + ":"
-    stale = [ref for ref in listed.stdout.split() if ref.startswith(repository)
-             and ref != record["ref"] and ref not in record.get("aliases", [])]
-    if stale:  # older builds of the same image: gigabytes each, and nothing will run them again
-        _ctr(node, "images", "rm", *stale)
     echo(f"importing {record['ref']} into {node.name} ({record['size'] / 2**30:.1f} GiB, once per node)")
     tar = subprocess.Popen(["tar", "-C", record["layout"], "-cf", "-", "."], stdout=subprocess.PIPE)
     done = _ctr(node, "images", "import", "--local", "--discard-unpacked-layers", "--snapshotter", "overlayfs", "-",
@@ -132,6 +145,7 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
     path_env = {"PATH": os.pathsep.join([str(tool("containerd").bin_dir), "/usr/local/sbin", "/usr/local/bin",
                                          "/usr/sbin", "/usr/bin", "/sbin", "/bin"])}
     for node in nodes:
+        _drop_root_of_other_images(node, images)
         for directory in (node.directory / "cni", node.run_dir, node.containerd_root):
             directory.mkdir(parents=True, exist_ok=True)
         host.create_cgroup_root(node.cgroup_root)
@@ -149,6 +163,7 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
                                f"{table.log_dir / (_process_name('containerd', node) + '.log')}")
         for record in images.values():
             import_image(node, record, echo)
+        _images_marker(node).write_text(json.dumps(_image_digests(images)))
 
     client_ca = paths.certs / "kubelet-client" / "ca.crt"
     for node in nodes:

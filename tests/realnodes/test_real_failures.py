@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from trainyard.paths import repo_root
-from test_training import finished, pods_of, submit
+from test_real_training import finished, pods_of, submit
 from waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from realcluster import REAL_NODES, trainyard
-from test_training import ALICE, logs, pods_of, terminal
+from test_real_training import ALICE, logs, pods_of, terminal
 from waiting import wait_for
 
 pytestmark = pytest.mark.integration
