@@ -16,6 +16,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
+from trainyard.realnodes.spec import MAX_REAL_NODES
 
 VOLCANO_NAMESPACE = "volcano-system"
 SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
@@ -26,7 +27,6 @@ UNREACHED_QPS = 100000  # "no client limit" for upstream's manager, whose config
 # How the cluster runs: kwok (the default, no container engine needed) or kind.
 PROVIDERS = ("kwok", "kind")
 
-MAX_REAL_NODES = 8
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 
@@ -44,7 +44,7 @@ class Ports:
         "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32, "controller_status": 33,
     }
 
-    OFFSETS.update({f"kubelet_healthz_{i}": 40 + i for i in range(8)})  # one per real node (MAX_REAL_NODES)
+    OFFSETS.update({f"kubelet_healthz_{i}": 40 + i for i in range(MAX_REAL_NODES)})  # one per real node
 
     def port(self, name: str) -> int:
         return self.base + self.OFFSETS[name]
