@@ -134,6 +134,18 @@ def local_runtimes(real_cluster):
     real_cluster.kubectl("delete", "-f", "-", "--wait=false", input_text=shown.stdout)
 
 
+def scheduling_picture(cluster, name: str) -> str:
+    """What a stuck TrainJob's gang and pods say (for the failure message)."""
+    parts = []
+    for args in (["get", "trainjob,jobset,podgroup,pods", "-n", "team-a", "-o", "wide"],
+                 ["describe", "podgroup", name, "-n", "team-a"],
+                 ["get", "hypernodes", "-o", "wide"], ["get", "nodes", "-L", "trainyard.dev/rack"],
+                 ["get", "events", "-n", "team-a", "--sort-by=.lastTimestamp"]):
+        out = cluster.kubectl(*args)
+        parts.append(f"$ kubectl {' '.join(args)}\n{(out.stdout + out.stderr)[-3000:]}")
+    return "\n".join(parts)
+
+
 def trainjob(runtime: str, case: Case) -> dict:
     spec: dict = {"runtimeRef": {"name": runtime + SUFFIX, "kind": "TrainingRuntime"},
                   "trainer": {"numNodes": case.num_nodes, **case.trainer}}
@@ -166,12 +178,14 @@ def test_runtime_runs_a_real_tiny_job(real_cluster, local_runtimes, runtime):
         return terminal(real_cluster, name)
 
     try:
-        condition = wait_for(done, 300, f"TrainJob {name} to finish", 1)
+        condition = wait_for(done, 300, f"TrainJob {name} to finish", 1, error=None)
+        assert condition, f"TrainJob {name} did not finish in 300 s:\n{scheduling_picture(real_cluster, name)}"
         pods = pods_of(real_cluster, name)
         texts = {p["metadata"]["name"]: text for p in pods  # MPI workers may go as the launcher completes
                  if (text := logs(real_cluster, p["metadata"]["name"], missing_ok=True)) is not None}
         assert condition["type"] == "Complete", (condition, {k: v[-800:] for k, v in texts.items()})
         assert len(set(placed.values()) - {""}) == REAL_NODES, ("spread over the real nodes", placed)
         case.check(texts, case.procs)
-    finally:
-        real_cluster.kubectl("delete", "trainjob", name, "-n", "team-a", "--wait=false")
+    finally:  # gone before the next runtime's gang is scheduled, so runs do not share a node's state
+        real_cluster.kubectl("delete", "trainjob", name, "-n", "team-a", "--cascade=foreground", "--timeout=120s")
+        wait_for(lambda: not pods_of(real_cluster, name), 120, f"the pods of {name} gone", 1)
