@@ -181,6 +181,12 @@ class Manager:
 
     # lifecycle ------------------------------------------------------------
     def ready(self) -> bool:
+        """/readyz. A standby replica, waiting for the lease, is ready: it serves admission (the webhook Service
+        sends to every replica; its lookups go to the API server until informers sync, see CachedReads), and a
+        Deployment whose standby never turned ready would never be Available. The leader is ready once its
+        informers have synced."""
+        if self.elector is not None and not self.elector.is_leader.is_set():
+            return True
         return all(i.synced.is_set() or i.forbidden for i in self.informers)
 
     def run(self) -> None:
@@ -204,6 +210,9 @@ class Manager:
                 self.metrics.leader.set(0)
                 raise SystemExit("lost leader election")
             self.stop.wait(0.5)
+        if self.elector:  # a clean stop (SIGTERM: a rollout, a drain, a deleted pod) hands over at once
+            self.metrics.leader.set(0)
+            self.elector.release()
 
     def shutdown(self) -> None:
         self.stop.set()

@@ -30,6 +30,8 @@ class RealCluster:
     name: str
     up: subprocess.CompletedProcess
     seconds: float
+    ip_forward_before: str
+    """The host's net.ipv4.ip_forward before `up` (real nodes turn it on; `down` restores it)."""
 
     @property
     def kubeconfig(self) -> Path:

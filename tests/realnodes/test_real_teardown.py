@@ -1,5 +1,6 @@
 """`trainyard down` on a cluster whose real nodes still run pods leaves nothing on the host: no process, mount,
-network namespace, veth or bridge, cgroup, firewall rule or log link (runs last: see conftest). One node goes
+network namespace, veth or bridge, cgroup, firewall rule (kube-proxy's included) or log link, and IP forwarding
+is as it was before `up` (runs last: see conftest). One node goes
 down properly (its kubelet stops its pods); the other's containerd and kubelet are killed first, as in a crash,
 so `down` must clean up by hand what they left."""
 
@@ -11,6 +12,7 @@ import pytest
 
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
+from trainyard.realnodes.host import IP_FORWARD
 from trainyard.realnodes.nodes import leftovers
 from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
 from realcluster import NAME, REAL_NODES, trainyard
@@ -38,6 +40,8 @@ def test_down_with_pods_running_leaves_nothing_on_the_host(real_cluster):
     during = leftovers(NAME, paths, REAL_NODES)
     assert during["processes"] and during["mounts"] and during["network_namespaces"] and len(during["links"]) > 1, \
         "the check sees what real nodes make (else an empty result would prove nothing)"
+    assert any("kube-proxy" in rule for rule in during["iptables_rules"]), "kube-proxy's nftables table is seen"
+    assert IP_FORWARD.read_text().strip() == "1", "Services to pods are forwarded while real nodes run"
 
     table = ProcessTable(paths.root)
     for process in (f"containerd-{real_node_name(1)}", f"kubelet-{real_node_name(1)}"):
@@ -48,4 +52,5 @@ def test_down_with_pods_running_leaves_nothing_on_the_host(real_cluster):
     assert down.returncode == 0, down.stdout + down.stderr
     after = leftovers(NAME, paths, REAL_NODES)
     assert after == {key: [] for key in after}, after
+    assert IP_FORWARD.read_text().strip() == real_cluster.ip_forward_before, "down restores IP forwarding"
     assert not local.read_state(NAME)

@@ -131,6 +131,21 @@ def kubeconfig(
     typer.echo(state["kubeconfig"])
 
 
+@cluster_app.command("load-image")
+def load_image(image: str = typer.Argument(..., help="An image trainyard builds: pause, training or controller."),
+               name: str = NAME) -> None:
+    """Build a local image (cached) and import it into every real node of the cluster, like `kind load`."""
+    from trainyard.errors import TrainyardError
+    from trainyard.realnodes import nodes
+
+    try:
+        record = nodes.load_image(name, image, echo=console.print)
+    except TrainyardError as exc:  # the cluster's state, or the image build (names its log)
+        fail(str(exc))
+    console.print(f"loaded {record['ref']} (also {', '.join(record.get('aliases', []))}) into the real nodes "
+                  f"of {name!r}", soft_wrap=True)
+
+
 def print_status(name: str) -> None:
     info = local.status(name)
     if not info.get("running"):

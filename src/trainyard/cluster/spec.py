@@ -16,7 +16,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
-from trainyard.realnodes.spec import MAX_REAL_NODES
+from trainyard.realnodes.spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
 SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
@@ -42,6 +42,7 @@ class Ports:
         "volcano_scheduler_metrics": 20, "volcano_scheduler_healthz": 21,
         "volcano_controller_healthz": 22, "volcano_controller_metrics": 23, "volcano_webhook": 24,
         "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32, "controller_status": 33,
+        "kube_proxy_healthz": 38, "kube_proxy_metrics": 39,
     }
 
     OFFSETS.update({f"kubelet_healthz_{i}": 40 + i for i in range(MAX_REAL_NODES)})  # one per real node
@@ -239,6 +240,7 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
             "etcdBinary": str(binaries["etcd"]),
             "etcdctlBinary": str(binaries["etcdctl"]),
             "kwokControllerBinary": str(binaries["kwok"]),
+            **({"kubeApiserverCertSANs": apiserver_cert_sans()} if spec.real_nodes else {}),
         },
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
             {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC}]}, *real_node_patches(spec, kubelet_client)],
@@ -247,8 +249,9 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
 
 def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | None) -> list[dict]:
     """With real nodes: kwok manages only the nodes annotated `kwok.x-k8s.io/node: fake` (by default it takes
-    over every node, a real kubelet's too), and the API server reaches kubelets by InternalIP (node names do
-    not resolve here) with a client certificate the kubelets trust."""
+    over every node, a real kubelet's too); the API server reaches kubelets by InternalIP (node names do not
+    resolve here) with a client certificate the kubelets trust; and pods reach the API server: it listens on
+    every address and advertises the pod bridge's first address as the `kubernetes` Service's endpoint."""
     if not spec.real_nodes:
         return []
     if kubelet_client is None:
@@ -261,7 +264,10 @@ def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | Non
         {"name": "kube-apiserver", "extraArgs": [
             {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
             {"key": "kubelet-client-certificate", "value": str(cert)},
-            {"key": "kubelet-client-key", "value": str(key)}]},
+            {"key": "kubelet-client-key", "value": str(key)},
+            {"key": "bind-address", "value": "0.0.0.0", "override": True},
+            {"key": "advertise-address", "value": dns_address()},
+            {"key": "service-cluster-ip-range", "value": SERVICE_CIDR}]},
     ]
 
 

@@ -4,6 +4,9 @@
 - `training`: Debian (debootstrap from the apt mirror this machine is configured with) with Python, OpenMPI and
   an SSH server, torch installed from PyPI wheels whose hashes tools/images/training/requirements.txt pins,
   and the project's small training scripts in /opt/trainyard/scripts.
+- `controller`: Debian with Python, the project's dependencies from the wheels tools/images/controller/
+  requirements.txt pins by hash, the project's own wheel built from the files controller/Dockerfile copies,
+  and upstream's Flux templates from the pinned Trainer module: what the Dockerfile builds, without an engine.
 
 An image's tag is a hash of its inputs, so a changed input is a new image and a cached one is never stale.
 Each lives in ~/.cache/trainyard/images/<name>-<tag>/ as an OCI layout plus `image.json` (ref, digest, size,
@@ -16,6 +19,8 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +50,7 @@ class ImageRecipe:
     build_rootfs: Callable[[Path, Path], None]  # (rootfs, log) -> fills rootfs
     cmd: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    user: str = ""
 
     @property
     def tag(self) -> str:
@@ -95,17 +101,11 @@ def download_wheels(requirements: Path, log: Path) -> None:
     version, implementation = PYTHON_TAG
     wheel_dir().mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_FIND_LINKS")}
-    run_to_log([_host_python(), "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--only-binary=:all:",
+    run_to_log([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--only-binary=:all:",
           "--python-version", version, "--implementation", implementation,
           "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
           "--platform", "manylinux2014_x86_64", "--platform", "manylinux2010_x86_64", "--platform", "manylinux_2_12_x86_64",
           "--platform", "manylinux_2_27_x86_64", "-d", str(wheel_dir()), "-r", str(requirements)], log, env)
-
-
-def _host_python() -> str:
-    import sys
-
-    return sys.executable
 
 
 MPI_USER = (1000, "mpiuser")
@@ -168,7 +168,80 @@ def training_recipe() -> ImageRecipe:
     return ImageRecipe("training", inputs, build, cmd=("python3",), env=tuple(TRAINING_ENV.items()))
 
 
-RECIPES: dict[str, Callable[[], ImageRecipe]] = {"pause": pause_recipe, "training": training_recipe}
+CONTROLLER_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+CONTROLLER_CONTEXT = ("pyproject.toml", "README.md", "src", "controller", "platform", "runtimes", "queues",
+                      "tools/versions.toml")
+"""The checkout files the project's wheel is built from: controller/Dockerfile's COPY list (a unit test keeps
+the two the same)."""
+CONTROLLER_USER = "65532:65532"
+FLUX_TEMPLATES_IN_IMAGE = "/opt/trainyard/flux"
+
+
+def controller_context() -> dict[str, bytes]:
+    """Every file of the context, by path relative to the checkout (caches and bytecode left out)."""
+    root = repo_root()
+    files: dict[str, bytes] = {}
+    for entry in CONTROLLER_CONTEXT:
+        path = root / entry
+        for item in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if item.is_file() and "__pycache__" not in item.parts and item.suffix != ".pyc":
+                files[str(item.relative_to(root))] = item.read_bytes()
+    return files
+
+
+def _flux_templates() -> Path:
+    from trainyard.toolchain.build import ensure_built
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.versions import tool
+
+    ensure_built("kubeflow-trainer")
+    module = module_dir(tool("kubeflow-trainer"), "github.com/kubeflow/trainer/v2")
+    return module / "pkg" / "runtime" / "framework" / "plugins" / "flux" / "templates"
+
+
+def controller_recipe() -> ImageRecipe:
+    context = controller_context()
+    requirements = repo_root() / IMAGE_SOURCES / "controller" / "requirements.txt"
+    env = {"PATH": TRAINING_ENV["PATH"], "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "TRAINYARD_FLUX_TEMPLATES": FLUX_TEMPLATES_IN_IMAGE}
+
+    def build(rootfs: Path, log: Path) -> None:
+        debootstrap(rootfs, CONTROLLER_PACKAGES, log)
+        download_wheels(requirements, log)
+        staged = rootfs / "tmp" / "wheels"
+        shutil.copytree(wheel_dir(), staged, copy_function=os.link)
+        shutil.copyfile(requirements, staged / "requirements.txt")
+        with tempfile.TemporaryDirectory() as scratch:  # the wheel from exactly the context's files
+            for relative, content in context.items():
+                (Path(scratch) / relative).parent.mkdir(parents=True, exist_ok=True)
+                (Path(scratch) / relative).write_bytes(content)
+            run_to_log([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--wheel-dir", str(staged / "project"), scratch], log)
+        (project_wheel,) = (staged / "project").glob("trainyard-*.whl")
+        clean_env = {"PATH": TRAINING_ENV["PATH"], "HOME": "/root", "LANG": "C.UTF-8"}
+        run_to_log(["chroot", str(rootfs), "python3", "-m", "venv", "/opt/venv"], log, clean_env)
+        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+                    "--require-hashes", "--find-links", "/tmp/wheels", "-r", "/tmp/wheels/requirements.txt"],
+                   log, clean_env)
+        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+                    f"/tmp/wheels/project/{project_wheel.name}"], log, clean_env)
+        shutil.rmtree(staged)
+        shutil.copytree(_flux_templates(), rootfs / FLUX_TEMPLATES_IN_IMAGE.lstrip("/"))
+        for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
+            shutil.rmtree(cache, ignore_errors=True)
+            cache.mkdir(parents=True)
+
+    inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(CONTROLLER_PACKAGES)}".encode()),
+              ("requirements", requirements.read_bytes()), ("user", CONTROLLER_USER.encode()),
+              *sorted(context.items()))
+    return ImageRecipe("controller", inputs, build, cmd=("trainyard", "controller", "run"), env=tuple(env.items()),
+                       user=CONTROLLER_USER)
+
+
+RECIPES: dict[str, Callable[[], ImageRecipe]] = {"pause": pause_recipe, "training": training_recipe,
+                                                  "controller": controller_recipe}
+NODE_IMAGES = ("pause", "training")
+"""What every real node holds from `cluster up`; others (the controller) are loaded when asked for."""
 
 
 def image_record(recipe: ImageRecipe) -> dict | None:
@@ -196,7 +269,8 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
     rootfs = directory / "rootfs"
     try:
         recipe.build_rootfs(rootfs, log)
-        record = oci.write_layout(rootfs, directory / "layout", [recipe.ref, recipe.alias], dict(recipe.env), list(recipe.cmd))
+        record = oci.write_layout(rootfs, directory / "layout", [recipe.ref, recipe.alias], dict(recipe.env),
+                                  list(recipe.cmd), user=recipe.user)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -211,5 +285,5 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
     return record
 
 
-def build_images(names: tuple[str, ...] = tuple(RECIPES), echo: Callable[[str], None] = lambda _: None) -> dict[str, dict]:
+def build_images(names: tuple[str, ...] = NODE_IMAGES, echo: Callable[[str], None] = lambda _: None) -> dict[str, dict]:
     return {name: build_image(RECIPES[name](), echo) for name in names}

@@ -35,11 +35,14 @@ def blob_of(data: bytes) -> Blob:
 
 
 def image_config(layer: Blob, env: dict[str, str], cmd: list[str], workdir: str = "/",
-                 entrypoint: list[str] | None = None) -> dict:
-    """The image configuration: one layer whose diff ID is its digest (it is not compressed)."""
-    config = {"Env": [f"{k}={v}" for k, v in env.items()], "Cmd": cmd, "WorkingDir": workdir}
+                 entrypoint: list[str] | None = None, user: str = "") -> dict:
+    """The image configuration: one layer whose diff ID is its digest (it is not compressed). `user` ("uid:gid")
+    is who the process runs as unless the pod says otherwise (numeric, so `runAsNonRoot` can check it)."""
+    config: dict = {"Env": [f"{k}={v}" for k, v in env.items()], "Cmd": cmd, "WorkingDir": workdir}
     if entrypoint:
         config["Entrypoint"] = entrypoint
+    if user:
+        config["User"] = user
     return {"created": EPOCH, "architecture": "amd64", "os": "linux", "config": config,
             "rootfs": {"type": "layers", "diff_ids": [layer.digest]}}
 
@@ -81,13 +84,13 @@ def _pack_layer(rootfs: Path, layout: Path) -> Blob:
 
 
 def write_layout(rootfs: Path, layout: Path, refs: list[str], env: dict[str, str], cmd: list[str],
-                 entrypoint: list[str] | None = None) -> dict:
+                 entrypoint: list[str] | None = None, user: str = "") -> dict:
     """Write an OCI image layout of `rootfs` named `refs` (the first is its immutable name); returns
     {ref, aliases, digest, size} (digest: the manifest's)."""
     shutil.rmtree(layout, ignore_errors=True)
     (layout / "blobs" / "sha256").mkdir(parents=True)
     layer = _pack_layer(rootfs, layout)
-    config = _write_blob(layout, _canonical(image_config(layer, env, cmd, entrypoint=entrypoint)))
+    config = _write_blob(layout, _canonical(image_config(layer, env, cmd, entrypoint=entrypoint, user=user)))
     manifest = _write_blob(layout, _canonical(image_manifest(config, layer)))
     (layout / "index.json").write_bytes(_canonical(image_index(manifest, refs)))
     (layout / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))

@@ -52,6 +52,27 @@ def create_bridge(name: str, addresses: list[str], prefix: int) -> None:
     _ip("link", "set", name, "up")
 
 
+def add_route(destination: str, device: str, source: str) -> None:
+    """A route through `device` with `source` as the local address (gone with the device)."""
+    _ip("route", "replace", destination, "dev", device, "src", source)
+
+
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def enable_ip_forwarding(saved: Path) -> None:
+    """Turn IPv4 forwarding on, remembering the value it had in `saved` (once: a second call keeps the first)."""
+    if not saved.exists():
+        saved.write_text(IP_FORWARD.read_text())
+    IP_FORWARD.write_text("1\n")
+
+
+def restore_ip_forwarding(saved: Path) -> None:
+    if saved.exists():
+        IP_FORWARD.write_text(saved.read_text())
+        saved.unlink()
+
+
 def delete_link(name: str) -> None:
     if link_exists(name):
         _ip("link", "delete", name)
@@ -149,6 +170,30 @@ def iptables_rules_mentioning(*needles: str) -> list[str]:
         out = subprocess.run(argv, capture_output=True, text=True).stdout
         found += [line.strip() for line in out.splitlines() if any(n in line for n in needles)]
     return found
+
+
+KUBELET_CHAINS = (("filter", "KUBE-FIREWALL"), ("mangle", "KUBE-KUBELET-CANARY"), ("nat", "KUBE-KUBELET-CANARY"),
+                  ("filter", "KUBE-KUBELET-CANARY"), ("mangle", "KUBE-IPTABLES-HINT"))
+"""Chains a kubelet makes where the iptables command exists: KUBE-FIREWALL (jumped to from INPUT and OUTPUT: drops
+DNAT-ed traffic to 127.0.0.0/8 from elsewhere), the canaries it watches to notice a flush, and the hint chain
+telling kube-proxy which iptables backend is in use. Nothing removes them when a kubelet stops."""
+
+
+def remove_kubelet_chains() -> None:
+    """Delete the kubelets' chains (for IPv4 and IPv6), the jumps into KUBE-FIREWALL first; absent ones are fine."""
+    for binary in ("iptables", "ip6tables"):
+        if not shutil.which(binary):
+            continue
+
+        def run(*args: str) -> bool:
+            return subprocess.run([binary, "-w", *args], capture_output=True).returncode == 0
+
+        for hook in ("INPUT", "OUTPUT"):
+            while run("-t", "filter", "-D", hook, "-j", "KUBE-FIREWALL"):
+                pass
+        for table, chain in KUBELET_CHAINS:
+            if run("-t", table, "-F", chain):
+                run("-t", table, "-X", chain)
 
 
 CONTAINER_LOG_LINKS = Path("/var/log/containers")

@@ -1,4 +1,4 @@
-"""Start and stop a cluster's real nodes: bridge, CoreDNS, one containerd and one kubelet per node.
+"""Start and stop a cluster's real nodes: bridge, CoreDNS, kube-proxy, one containerd and one kubelet per node.
 
 `cluster up --real-nodes N` calls `start` after the control plane is up; `cluster down` calls `stop` before it
 stops anything else, so pods are torn down by their kubelets (CNI DEL, unmounts) while the API server still
@@ -7,6 +7,7 @@ answers, and what a crash left behind is then removed by hand. `leftovers` repor
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from typing import Callable
 import yaml
 
 from trainyard import k8s as K
-from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, wait_for_port
 from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name, spine_of_rack
 from trainyard.cluster.state import ClusterError, ClusterPaths
 from trainyard.paths import cache_dir
@@ -33,6 +34,19 @@ LOCK = node_spec.RUN_DIR / "real-nodes.owner"
 def real_nodes(spec: ClusterSpec, paths: ClusterPaths) -> list[RealNode]:
     return [RealNode(spec.name, i, paths.root, cache_dir(), spec.ports.port(f"kubelet_healthz_{i}"))
             for i in range(spec.real_nodes)]
+
+
+KUBE_PROXY = "kube-proxy"
+HOST_PACKAGES = ("nftables",)
+"""Debian packages real nodes need on the host: kube-proxy's nftables mode runs the `nft` command."""
+
+
+def _forwarding_saved(paths: ClusterPaths) -> Path:
+    return paths.root / "realnodes" / "ip_forward.before"
+
+
+def _kube_proxy_config(paths: ClusterPaths) -> Path:
+    return paths.root / "realnodes" / "kube-proxy.yaml"
 
 
 def _process_name(kind: str, node: RealNode) -> str:
@@ -114,30 +128,61 @@ def import_image(node: RealNode, record: dict, echo: Callable[[str], None]) -> b
     return True
 
 
+def load_image(name: str, image: str, echo: Callable[[str], None]) -> dict:
+    """Build `image` (one of images.build.RECIPES) unless cached and import it into every real node of the
+    running cluster `name`, as `kind load` does; returns its record (`ref` is the immutable name to use)."""
+    from trainyard.cluster.state import read_state
+    from trainyard.images.build import RECIPES, build_image
+
+    if image not in RECIPES:
+        raise ClusterError(f"unknown image {image!r}; choose one of {', '.join(RECIPES)}")
+    state = read_state(name)
+    spec = ClusterSpec(**state["spec"]) if state else None
+    if spec is None or not spec.real_nodes:
+        raise ClusterError(f"cluster {name!r} runs no real nodes; start it with "
+                           f"`trainyard cluster up --name {name} --real-nodes N`")
+    _require_root()
+    paths = ClusterPaths.for_name(name)
+    running = ProcessTable(paths.root).running()
+    record = build_image(RECIPES[image](), echo)
+    for node in real_nodes(spec, paths):
+        if _process_name("containerd", node) not in running:
+            raise ClusterError(f"the containerd of {node.name} is not running; restart the cluster")
+        import_image(node, record, echo)
+    return record
+
+
 def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo: Callable[[str], None]) -> list[str]:
     """Bring up `spec.real_nodes` real nodes and wait until they are Ready with their GPU labels and capacity."""
     if not spec.real_nodes:
         return []
     _require_root()
     from trainyard.images.build import build_images
+    from trainyard.images.debian import ensure_host_packages
     from trainyard.toolchain.build import build_tool
 
     for item in tools_in_group("real-nodes"):
         if not item.is_built():
             echo(f"building {item.name} {item.version} (real nodes)")
             build_tool(item)
+    ensure_host_packages(HOST_PACKAGES, echo=echo)
     images = build_images(echo=echo)
     _check_host_free(spec)
     nodes = real_nodes(spec, paths)
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     LOCK.write_text(spec.name)
-    prefix = int(node_spec.POD_CIDR.split("/")[1])
+    prefix = ipaddress.ip_network(node_spec.POD_CIDR).prefixlen
     bridge = node_spec.bridge_name(spec.name)
-    echo(f"starting {len(nodes)} real node(s): bridge {bridge} ({node_spec.POD_CIDR}), CoreDNS, containerd, kubelet")
-    host.create_bridge(bridge, [node_spec.dns_address(), *(n.ip for n in nodes)], prefix)
-
+    echo(f"starting {len(nodes)} real node(s): bridge {bridge} ({node_spec.POD_CIDR}), CoreDNS, kube-proxy, "
+         "containerd, kubelet")
     shared = paths.root / "realnodes"
     shared.mkdir(parents=True, exist_ok=True)
+    host.create_bridge(bridge, [node_spec.dns_address(), *(n.ip for n in nodes)], prefix)
+    # Services: the host routes the Service range onto the bridge (its replies to pods leave from the bridge's
+    # address) and forwards what kube-proxy translated to a pod back onto the bridge.
+    host.add_route(node_spec.SERVICE_CIDR, bridge, node_spec.dns_address())
+    host.enable_ip_forwarding(_forwarding_saved(paths))
+
     (shared / "Corefile").write_text(node_spec.corefile(paths.kubeconfig))
     (shared / "resolv.conf").write_text(f"nameserver {node_spec.dns_address()}\n")
     table.start(ProcessSpec("coredns", [str(tool("coredns").path("coredns")), "-conf", str(shared / "Corefile")]))
@@ -174,8 +219,31 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
             node, kubelet=tool("kube-node").path("kubelet"), config=config, kubeconfig=paths.kubeconfig)))
     for node in nodes:
         _label_and_wait_ready(spec, node, kc, table)
+    _start_kube_proxy(spec, paths, table, nodes[0])
     echo(f"real nodes ready: {', '.join(n.name for n in nodes)}")
     return [n.name for n in nodes]
+
+
+def _start_kube_proxy(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, first: RealNode) -> None:
+    """One kube-proxy for all real nodes (they share the host's network namespace, so one rule set serves
+    them all), named after the first node, whose address it uses for NodePorts."""
+    config = _kube_proxy_config(paths)
+    config.write_text(yaml.safe_dump(node_spec.kube_proxy_config(
+        kubeconfig=paths.kubeconfig, node_name=first.name, healthz_port=spec.ports.port("kube_proxy_healthz"),
+        metrics_port=spec.ports.port("kube_proxy_metrics"))))
+    table.start(ProcessSpec(KUBE_PROXY, [str(tool("kube-node").path("kube-proxy")), f"--config={config}", "--v=2"]))
+    if not wait_for_port(spec.ports.port("kube_proxy_healthz"), 60, lambda: KUBE_PROXY in table.running()):
+        raise ClusterError(f"kube-proxy did not start; see {table.log_dir / (KUBE_PROXY + '.log')}")
+
+
+def _stop_kube_proxy(paths: ClusterPaths, table: ProcessTable) -> None:
+    """Stop kube-proxy, then remove its rules (`kube-proxy --cleanup` drops its nftables tables and any
+    iptables chains an earlier mode left)."""
+    table.stop(KUBE_PROXY)
+    config = _kube_proxy_config(paths)
+    if config.exists():
+        subprocess.run([str(tool("kube-node").path("kube-proxy")), f"--config={config}", "--cleanup"],
+                       capture_output=True, timeout=60)
 
 
 def _label_and_wait_ready(spec: ClusterSpec, node: RealNode, kc, table: ProcessTable) -> None:
@@ -238,6 +306,9 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
                 _ctr(node, "containers", "delete", *containers, timeout=30)
         table.stop(_process_name("containerd", node))
     table.stop("coredns")
+    _stop_kube_proxy(paths, table)
+    host.remove_kubelet_chains()
+    host.restore_ip_forwarding(_forwarding_saved(paths))
     for node in nodes:  # shims outlive containerd by design; after a crash, containers outlive their shims
         for pid in [*host.processes_matching(str(node.containerd_socket), str(node.run_dir)),
                     *host.pids_in_cgroup(node.cgroup_root)]:
@@ -270,6 +341,6 @@ def leftovers(name: str, paths: ClusterPaths, count: int) -> dict[str, list[str]
         "network_namespaces": [str(p) for d in run_dirs if d.exists() for p in d.rglob("cni-*")],
         "links": [bridge, *host.veths_on(bridge)] if host.link_exists(bridge) else [],
         "cgroups": [c for n in nodes for c in host.cgroup_roots_left(n.cgroup_root)],
-        "iptables_rules": host.iptables_rules_mentioning(bridge, "CNI-", "KUBE-"),
+        "iptables_rules": host.iptables_rules_mentioning(bridge, "CNI-", "KUBE-", "kube-proxy"),
         "container_log_links": [str(p) for p in host.log_links_into(paths.root / "realnodes")],
     }

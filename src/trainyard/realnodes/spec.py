@@ -5,8 +5,12 @@ root dir, healthz port and cgroup root; containerd's root, state, socket and run
 on the shared bridge. Shared by all nodes of a cluster: the bridge, one CoreDNS on the bridge's first address,
 the CNI binaries and the images (imported into each containerd).
 
-Pod traffic stays on the host bridge: no default route in pods, no IP forwarding, no NAT, so nothing outside
-the bridge changes on the host (and nothing is left to clean in iptables).
+Pods have no default route: their traffic stays on the host bridge, except for the Service range, which they
+reach through the host (the bridge's first address). One kube-proxy (nftables mode) serves every real node, as
+they share the host's network namespace: a ClusterIP that leads to the API server is delivered locally, one
+that leads to a pod is forwarded back onto the bridge (IP forwarding is on while real nodes run, and restored
+by `down`). The API server listens on every address and advertises the bridge's first address, so the
+`kubernetes` Service works from pods as in any cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from pathlib import Path
 from trainyard.k8s import GPU_RESOURCE, TRAINYARD_DOMAIN
 
 POD_CIDR = "10.244.0.0/16"
+SERVICE_CIDR = "10.0.0.0/24"
+"""The API server's Service range (its default, passed explicitly so kube-proxy, the pods' route and the
+host's route agree with it); the `kubernetes` Service is its first address."""
 CLUSTER_DOMAIN = "cluster.local"
 MAX_REAL_NODES = 8
 REAL_NODE_LABEL = f"{TRAINYARD_DOMAIN}/real-node"
@@ -42,6 +49,17 @@ def bridge_name(cluster: str) -> str:
 def dns_address(cidr: str = POD_CIDR) -> str:
     """CoreDNS listens on the bridge's first address."""
     return str(ipaddress.ip_network(cidr)[1])
+
+
+def kubernetes_service_address(service_cidr: str = SERVICE_CIDR) -> str:
+    return str(ipaddress.ip_network(service_cidr)[1])
+
+
+def apiserver_cert_sans(cidr: str = POD_CIDR, service_cidr: str = SERVICE_CIDR) -> list[str]:
+    """Names and addresses pods use for the API server: in-cluster clients dial the `kubernetes` Service's
+    ClusterIP and verify the serving certificate against it."""
+    return [dns_address(cidr), kubernetes_service_address(service_cidr), "kubernetes", "kubernetes.default",
+            "kubernetes.default.svc", f"kubernetes.default.svc.{CLUSTER_DOMAIN}"]
 
 
 @dataclass(frozen=True)
@@ -140,8 +158,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
 """
 
 
-def cni_conflist(node: RealNode, bridge: str) -> dict:
-    """bridge + host-local on the shared bridge, this node's own range and lease dir; no gateway, no masquerade."""
+def cni_conflist(node: RealNode, bridge: str, service_cidr: str = SERVICE_CIDR) -> dict:
+    """bridge + host-local on the shared bridge, this node's own range and lease dir; no default gateway, no
+    masquerade; one route, to the Service range through the host, where kube-proxy translates ClusterIPs."""
     start, end = node.pod_range
     return {
         "cniVersion": "1.0.0",
@@ -149,7 +168,8 @@ def cni_conflist(node: RealNode, bridge: str) -> dict:
         "plugins": [{
             "type": "bridge", "bridge": bridge, "isGateway": False, "ipMasq": False, "hairpinMode": True,
             "ipam": {"type": "host-local", "dataDir": str(node.directory / "ipam"),
-                     "ranges": [[{"subnet": node.cidr, "rangeStart": start, "rangeEnd": end}]]},
+                     "ranges": [[{"subnet": node.cidr, "rangeStart": start, "rangeEnd": end}]],
+                     "routes": [{"dst": service_cidr, "gw": dns_address(node.cidr)}]},
         }],  # containerd sets up the pods' loopback itself (with the `loopback` binary from bin_dirs)
     }
 
@@ -194,6 +214,24 @@ def kubelet_argv(node: RealNode, *, kubelet: Path, config: Path, kubeconfig: Pat
     return [str(kubelet), f"--config={config}", f"--kubeconfig={kubeconfig}", f"--root-dir={node.directory / 'kubelet'}",
             f"--cert-dir={node.directory / 'kubelet' / 'pki'}", f"--hostname-override={node.name}",
             f"--node-ip={node.ip}", f"--node-labels={REAL_NODE_LABEL}=true", "--v=2"]
+
+
+def kube_proxy_config(*, kubeconfig: Path, node_name: str, healthz_port: int, metrics_port: int,
+                      cidr: str = POD_CIDR) -> dict:
+    """KubeProxyConfiguration for the one kube-proxy of the host's real nodes: nftables mode (one table of its
+    own, which `--cleanup` removes whole), health and metrics on loopback, and no conntrack sysctl changes
+    (0 = leave the host's values as they are)."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node_name,
+        "mode": "nftables",
+        "clusterCIDR": cidr,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+    }
 
 
 def corefile(kubeconfig: Path, cidr: str = POD_CIDR) -> str:

@@ -45,3 +45,22 @@ def test_a_leader_paused_past_the_renew_deadline_holds_no_lease(leader, since_re
     if leader:
         elector.is_leader.set()
     assert elector.holds_lease() is holds
+
+
+def test_a_standby_replica_is_ready_and_the_leader_once_its_informers_synced():
+    """Found on real pods: readiness waited for informers, which only the leader starts, so the standby of a
+    2-replica Deployment never turned Ready (kwok marks pods Ready without probing) and the Deployment was never
+    Available, while the standby's webhook was serving all along."""
+    from types import SimpleNamespace
+
+    from trainyard.controller.runtime.manager import Manager, Settings
+
+    manager = Manager(api=SimpleNamespace(guarded=lambda may_write: None), settings=Settings(leader_elect=True))
+    assert manager.ready(), "standby: serves webhooks, waits for the lease"
+    manager.elector.is_leader.set()
+    assert not manager.ready(), "leader with informers still listing"
+    for informer in manager.informers:
+        informer.synced.set()
+    assert manager.ready()
+    assert not Manager(api=SimpleNamespace(), settings=Settings(leader_elect=False)).ready(), \
+        "without election, the only replica is the leader"

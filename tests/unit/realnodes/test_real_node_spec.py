@@ -56,13 +56,42 @@ def test_containerd_configs_share_no_path_and_keep_the_sandbox_oom_score():
     assert "io.containerd.nri.v1.nri" in config["disabled_plugins"], "NRI's socket is one per host"
 
 
-def test_cni_keeps_pod_traffic_on_the_bridge():
+def test_cni_keeps_pod_traffic_on_the_bridge_but_for_services():
     node = nodes()[1]
     (plugin,) = S.cni_conflist(node, "tyb0")["plugins"]
     assert (plugin["type"], plugin["bridge"], plugin["isGateway"], plugin["ipMasq"]) == ("bridge", "tyb0", False, False)
     ((pod_range,),) = plugin["ipam"]["ranges"]
     assert (pod_range["subnet"], pod_range["rangeStart"], pod_range["rangeEnd"]) == (S.POD_CIDR, *node.pod_range)
     assert plugin["ipam"]["dataDir"].startswith(str(node.directory))
+    assert plugin["ipam"]["routes"] == [{"dst": S.SERVICE_CIDR, "gw": S.dns_address()}], \
+        "no default route: only ClusterIPs go through the host, where kube-proxy translates them"
+    assert ipaddress.ip_address(S.dns_address()) in ipaddress.ip_network(S.POD_CIDR), "the gateway is on-link"
+    assert not ipaddress.ip_network(S.SERVICE_CIDR).overlaps(ipaddress.ip_network(S.POD_CIDR))
+
+
+def test_pods_reach_the_api_server_through_the_kubernetes_service():
+    config = kwokctl_config(ClusterSpec(real_nodes=1), BINARIES, (Path("/c.crt"), Path("/c.key")))
+    apiserver = {a["key"]: a for p in config["componentsPatches"] if p["name"] == "kube-apiserver"
+                 for a in p["extraArgs"]}
+    assert apiserver["bind-address"] == {"key": "bind-address", "value": "0.0.0.0", "override": True}
+    assert apiserver["advertise-address"]["value"] == S.dns_address(), "the kubernetes Service's endpoint, on the bridge"
+    assert apiserver["service-cluster-ip-range"]["value"] == S.SERVICE_CIDR
+    sans = config["options"]["kubeApiserverCertSANs"]
+    assert {S.kubernetes_service_address(), S.dns_address(), "kubernetes.default.svc"} <= set(sans), \
+        "in-cluster clients verify the serving certificate against the ClusterIP they dial"
+    assert S.kubernetes_service_address() == "10.0.0.1"
+    assert "kubeApiserverCertSANs" not in kwokctl_config(ClusterSpec(), BINARIES)["options"], "make up unchanged"
+
+
+def test_one_kube_proxy_serves_the_hosts_real_nodes_without_touching_conntrack():
+    config = S.kube_proxy_config(kubeconfig=Path("/kc"), node_name="real-node-0", healthz_port=1, metrics_port=2)
+    assert config["mode"] == "nftables", "one table of its own: --cleanup removes it whole"
+    assert config["clusterCIDR"] == S.POD_CIDR and config["hostnameOverride"] == "real-node-0"
+    assert config["healthzBindAddress"] == "127.0.0.1:1" and config["metricsBindAddress"] == "127.0.0.1:2"
+    assert config["conntrack"]["maxPerCore"] == 0 and config["conntrack"]["tcpEstablishedTimeout"] == "0s", \
+        "0 leaves the host's conntrack sysctls as they are"
+    ports = ClusterSpec().ports
+    assert {ports.port("kube_proxy_healthz"), ports.port("kube_proxy_metrics")} <= set(ports.all().values())
 
 
 def test_kubelet_trusts_only_the_api_server_and_is_tainted():
@@ -148,3 +177,18 @@ def test_kubelet_config_uses_only_fields_of_the_pinned_kubelet():
     fields = set(re.findall(r'json:"([A-Za-z0-9]+)', body))
     config = S.kubelet_config(nodes()[0], client_ca=Path("/ca.crt"), resolv_conf=Path("/r"))
     assert set(config) - {"apiVersion", "kind"} <= fields, set(config) - fields - {"apiVersion", "kind"}
+
+
+def test_kube_proxy_config_uses_only_fields_of_the_pinned_kube_proxy():
+    """A misspelt field would be ignored or refused only at start; check the names against the pinned modules."""
+    import re
+
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.versions import tool
+
+    sources = [module_dir(tool("kube-node"), module) / "config" / "v1alpha1" / "types.go"
+               for module in ("k8s.io/kube-proxy", "k8s.io/component-base")]  # clientConnection's type
+    fields = {name for source in sources for name in re.findall(r'json:"([A-Za-z0-9]+)', source.read_text())}
+    config = S.kube_proxy_config(kubeconfig=Path("/kc"), node_name="n", healthz_port=1, metrics_port=2)
+    nested = {key for value in config.values() if isinstance(value, dict) for key in value}
+    assert (set(config) - {"apiVersion", "kind"}) | nested <= fields, ((set(config) | nested) - fields)
