@@ -81,11 +81,21 @@ def in_cluster(real_cluster):
     rollout = real_cluster.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{ctl.NAME}", "--timeout=240s",
                                    timeout=260)
     assert rollout.returncode == 0, rollout.stdout + rollout.stderr + picture(real_cluster)
+
+    def admission_answers() -> bool:  # the Service's endpoints and kube-proxy's rules follow the pods' readiness
+        dry_run = real_cluster.kubectl("create", "--dry-run=server", "-f", "-", user=ALICE,
+                                       input_text=yaml.safe_dump(small_trainjob()))
+        return dry_run.returncode == 0
+
+    assert wait_for(admission_answers, 60, "the webhook answering through its Service", 1, error=None), \
+        picture(real_cluster)
     yield spec
-    # The local controller stays stopped (the teardown test follows); its webhook must not refuse writes.
-    for kind in ("deployment", "validatingwebhookconfiguration"):
-        real_cluster.kubectl("delete", kind, "--ignore-not-found", "-n", NAMESPACE,
-                             ctl.NAME if kind == "deployment" else objects[-1]["metadata"]["name"])
+    # The local controller stays stopped (the teardown test follows); its webhook must not refuse writes, and
+    # the controller's pods are gone before the teardown test counts what real pods leave on the host.
+    real_cluster.kubectl("delete", "validatingwebhookconfiguration", objects[-1]["metadata"]["name"], "--ignore-not-found")
+    real_cluster.kubectl("delete", "deployment", ctl.NAME, "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
+    wait_for(lambda: not real_cluster.items("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/name={ctl.NAME}"), 120,
+             "the controller's pods gone")
 
 
 def picture(cluster) -> str:
@@ -118,13 +128,35 @@ def submit(cluster, document: dict) -> str:
     return created.stdout.strip().split("/")[-1]
 
 
+def small_trainjob() -> dict:
+    """The tenant example on one simulated node with one GPU: it fits beside whatever earlier tests left."""
+    document = yaml.safe_load(EXAMPLE.read_text())
+    document["spec"]["trainer"] = {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+                                                                       "limits": {"nvidia.com/gpu": "1"}}}
+    return document
+
+
 def completes(cluster, name: str) -> dict:
     def condition():
         job = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
         return next((c for c in (job.get("status") or {}).get("conditions", [])
                      if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None)
 
-    return wait_for(condition, 120, f"TrainJob {name} finished", 1)
+    found = wait_for(condition, 120, f"TrainJob {name} finished", 1, error=None)
+    assert found, job_picture(cluster, name)
+    return found
+
+
+def job_picture(cluster, name: str) -> str:
+    """Where a TrainJob stands: its conditions, its JobSet, PodGroup and pods, its queue."""
+    job = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
+    groups = [(g["metadata"]["name"], g.get("status")) for g in cluster.items("podgroups.scheduling.volcano.sh", "-n", "team-a")
+              if g["metadata"]["name"].startswith(name)]
+    pods = cluster.kubectl("get", "pods", "-n", "team-a", "-o", "wide").stdout
+    queue = (cluster.get("queues.scheduling.volcano.sh", "team-a") or {}).get("status")
+    return (f"\nTrainJob {name}: {(job.get('status') or {}).get('conditions')}\nJobSet: "
+            f"{bool(cluster.get('jobsets.jobset.x-k8s.io', name, 'team-a'))}\nPodGroups: {groups}\nqueue: {queue}\n{pods}"
+            f"{picture(cluster)}")
 
 
 def test_the_controller_image_runs_as_the_deployment_on_real_nodes_with_one_leader(real_cluster, in_cluster):
@@ -158,7 +190,7 @@ def test_the_webhook_is_served_from_the_pods_through_its_service(real_cluster, i
 
 
 def test_a_trainjob_goes_through_the_in_cluster_controller(real_cluster, in_cluster):
-    name = submit(real_cluster, yaml.safe_load(EXAMPLE.read_text()))
+    name = submit(real_cluster, small_trainjob())
     assert completes(real_cluster, name)["type"] == "Complete"
     jobset = json.loads(real_cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "-n", "team-a", "-o", "json",
                                              "--show-managed-fields").stdout)
@@ -191,7 +223,7 @@ def test_deleting_the_leader_pod_hands_over_to_the_other_replica(real_cluster, i
         f"{handover:.1f} s: the lease was not released, it expired" + picture(real_cluster)
     assert real_cluster.get("lease", ctl.NAME, NAMESPACE)["spec"]["leaseTransitions"] > transitions
     print(f"\nleader {first} deleted; {holder} took the lease after {handover:.1f} s")
-    name = submit(real_cluster, yaml.safe_load(EXAMPLE.read_text()))
+    name = submit(real_cluster, small_trainjob())
     assert completes(real_cluster, name)["type"] == "Complete", "the new leader reconciles"
     wait_for(lambda: len([p for p in controller_pods(real_cluster) if ready(p)]) == REAL_NODES, 180,
              "the Deployment replaces the deleted pod")
