@@ -1,8 +1,7 @@
 """`trainyard down` on a cluster whose real nodes still run pods leaves nothing on the host: no process, mount,
-network namespace, veth or bridge, cgroup, firewall rule (kube-proxy's included) or log link, and IP forwarding
-is as it was before `up` (runs last: see conftest). One node goes
-down properly (its kubelet stops its pods); the other's containerd and kubelet are killed first, as in a crash,
-so `down` must clean up by hand what they left."""
+network namespace, veth or bridge, cgroup, firewall rule (kube-proxy's included) or log link, and IP forwarding as
+it was before `up` (runs last: see conftest). One node goes down properly (its kubelet stops its pods); the other's
+containerd and kubelet are killed first, as in a crash, so `down` must clean up by hand what they left."""
 
 from __future__ import annotations
 
