@@ -208,6 +208,11 @@ class ApiServer:
         resource = resource_for(obj)
         return self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
 
+    def replace(self, obj: dict) -> dict:
+        """PUT the whole object; its metadata.resourceVersion makes it a compare-and-swap (409 if it moved)."""
+        meta = obj["metadata"]
+        return self._call("PUT", resource_for(obj).path(meta.get("namespace"), meta["name"]), body=obj)
+
     def token_review(self, token: str, audience: str) -> dict:
         """The API server's verdict on a bearer token for one audience (TokenReview status)."""
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",

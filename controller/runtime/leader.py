@@ -76,7 +76,7 @@ class LeaderElector:
             if lease is None:
                 self.api.create(body)
             else:
-                self.api._call("PUT", resource.path(self.namespace, self.name), body=body)
+                self.api.replace(body)
         except ApiException as exc:
             if exc.status in (409, 422):  # someone else won the race
                 return False
@@ -100,7 +100,7 @@ class LeaderElector:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec,
                     "metadata": {"name": self.name, "namespace": self.namespace,
                                  "resourceVersion": lease["metadata"]["resourceVersion"]}}
-            self.api._call("PUT", resource.path(self.namespace, self.name), body=body)
+            self.api.replace(body)
             log.info("released the lease %s/%s", self.namespace, self.name)
         except Exception as exc:  # the lease expires on its own
             log.warning("could not release the lease %s/%s: %s", self.namespace, self.name, exc)

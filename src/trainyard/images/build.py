@@ -108,6 +108,34 @@ def download_wheels(requirements: Path, log: Path) -> None:
           "--platform", "manylinux_2_27_x86_64", "-d", str(wheel_dir()), "-r", str(requirements)], log, env)
 
 
+CHROOT_ENV = {"PATH": TRAINING_ENV["PATH"], "HOME": "/root", "LANG": "C.UTF-8"}
+"""What commands run inside an image's root filesystem see (nothing of the host's environment)."""
+
+
+def install_pinned_wheels(rootfs: Path, requirements: Path, log: Path, extra_wheels: Path | None = None) -> None:
+    """A venv at /opt/venv holding exactly the hash-pinned wheels of `requirements` (from the shared wheel cache,
+    staged by hard links: same file system, no copy), then the wheels in `extra_wheels` (built here, not pinned)."""
+    download_wheels(requirements, log)
+    staged = rootfs / "tmp" / "wheels"
+    shutil.copytree(wheel_dir(), staged, copy_function=os.link)
+    shutil.copyfile(requirements, staged / "requirements.txt")
+    run_to_log(["chroot", str(rootfs), "python3", "-m", "venv", "/opt/venv"], log, CHROOT_ENV)
+    run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+                "--require-hashes", "--find-links", "/tmp/wheels", "-r", "/tmp/wheels/requirements.txt"], log, CHROOT_ENV)
+    if extra_wheels is not None:
+        shutil.copytree(extra_wheels, staged / "extra")
+        names = sorted(p.name for p in (staged / "extra").glob("*.whl"))
+        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
+                    *(f"/tmp/wheels/extra/{name}" for name in names)], log, CHROOT_ENV)
+    shutil.rmtree(staged)
+
+
+def drop_apt_caches(rootfs: Path) -> None:
+    for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
+
+
 MPI_USER = (1000, "mpiuser")
 """What the catalog's MPI runtimes expect of an image (values.yaml `mpi`, as mpi-operator's images): sshd runs
 as uid 1000 on port 2222 with /home/mpiuser/.sshd_config and the controller's keys in /home/mpiuser/.ssh."""
@@ -142,25 +170,15 @@ def training_recipe() -> ImageRecipe:
 
     def build(rootfs: Path, log: Path) -> None:
         debootstrap(rootfs, TRAINING_PACKAGES, log)
-        download_wheels(base / "requirements.txt", log)
-        staged = rootfs / "tmp" / "wheels"
-        shutil.copytree(wheel_dir(), staged, copy_function=os.link)  # hard links: same file system, no copy
-        shutil.copyfile(base / "requirements.txt", staged / "requirements.txt")
-        clean_env = {"PATH": TRAINING_ENV["PATH"], "HOME": "/root", "LANG": "C.UTF-8"}
-        run_to_log(["chroot", str(rootfs), "python3", "-m", "venv", "/opt/venv"], log, clean_env)
-        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
-              "--require-hashes", "--find-links", "/tmp/wheels", "-r", "/tmp/wheels/requirements.txt"], log, clean_env)
-        shutil.rmtree(staged)
+        install_pinned_wheels(rootfs, base / "requirements.txt", log)
         scripts = rootfs / "opt" / "trainyard"
         for relative, content in sources.items():
             if relative.startswith("scripts/"):
                 target = scripts / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
-        _mpi_user(rootfs, log, clean_env)
-        for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
-            shutil.rmtree(cache, ignore_errors=True)
-            cache.mkdir(parents=True)
+        _mpi_user(rootfs, log, CHROOT_ENV)
+        drop_apt_caches(rootfs)
 
     inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(TRAINING_PACKAGES)}".encode()),
               ("mpi", f"{MPI_USER} {SSHD_CONFIG} {SSH_CLIENT_CONFIG}".encode()),
@@ -207,29 +225,16 @@ def controller_recipe() -> ImageRecipe:
 
     def build(rootfs: Path, log: Path) -> None:
         debootstrap(rootfs, CONTROLLER_PACKAGES, log)
-        download_wheels(requirements, log)
-        staged = rootfs / "tmp" / "wheels"
-        shutil.copytree(wheel_dir(), staged, copy_function=os.link)
-        shutil.copyfile(requirements, staged / "requirements.txt")
-        with tempfile.TemporaryDirectory() as scratch:  # the wheel from exactly the context's files
+        with tempfile.TemporaryDirectory() as scratch:  # the project's wheel from exactly the context's files
+            source, wheels = Path(scratch) / "source", Path(scratch) / "wheels"
             for relative, content in context.items():
-                (Path(scratch) / relative).parent.mkdir(parents=True, exist_ok=True)
-                (Path(scratch) / relative).write_bytes(content)
+                (source / relative).parent.mkdir(parents=True, exist_ok=True)
+                (source / relative).write_bytes(content)
             run_to_log([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--wheel-dir", str(staged / "project"), scratch], log)
-        (project_wheel,) = (staged / "project").glob("trainyard-*.whl")
-        clean_env = {"PATH": TRAINING_ENV["PATH"], "HOME": "/root", "LANG": "C.UTF-8"}
-        run_to_log(["chroot", str(rootfs), "python3", "-m", "venv", "/opt/venv"], log, clean_env)
-        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
-                    "--require-hashes", "--find-links", "/tmp/wheels", "-r", "/tmp/wheels/requirements.txt"],
-                   log, clean_env)
-        run_to_log(["chroot", str(rootfs), "/opt/venv/bin/pip", "install", "--quiet", "--no-index", "--no-deps",
-                    f"/tmp/wheels/project/{project_wheel.name}"], log, clean_env)
-        shutil.rmtree(staged)
+                        "--wheel-dir", str(wheels), str(source)], log)
+            install_pinned_wheels(rootfs, requirements, log, extra_wheels=wheels)
         shutil.copytree(_flux_templates(), rootfs / FLUX_TEMPLATES_IN_IMAGE.lstrip("/"))
-        for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
-            shutil.rmtree(cache, ignore_errors=True)
-            cache.mkdir(parents=True)
+        drop_apt_caches(rootfs)
 
     inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(CONTROLLER_PACKAGES)}".encode()),
               ("requirements", requirements.read_bytes()), ("user", CONTROLLER_USER.encode()),
