@@ -50,6 +50,8 @@ class RuntimeInfo:
     pod_groups: list = field(default_factory=list)
     jobset: dict | None = None  # None: the JobSet is left as it is (running, see jobset.may_apply_jobset)
     mpi_slots: int = 1
+    staged_jobs: frozenset = frozenset()  # replicated jobs that finish before the gang starts (not its members)
+    staged_pod_annotations: dict = field(default_factory=dict)  # what their pods carry instead of the group's
 
     @property
     def name(self) -> str:

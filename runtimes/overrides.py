@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
+from trainyard import k8s as K
 from trainyard.runtimes.model import CatalogError, Finding
 from trainyard.runtimes.render import release_values
 from trainyard.runtimes.model import Catalog
@@ -46,9 +47,26 @@ def pod_specs(runtime: dict) -> list[dict]:
     return [job["template"]["spec"]["template"].setdefault("spec", {}) for job in jobs]
 
 
+def name_names_the_model(runtime: dict) -> bool:
+    """A torchtune runtime: the controller derives the model and config from its name (`torchtune-<model>-<size>`,
+    as upstream), so a renamed copy is refused at admission ("invalid model configured")."""
+    labels = (runtime.get("metadata") or {}).get("labels") or {}
+    return labels.get(K.LABEL_FRAMEWORK) == "torchtune"
+
+
+def refuse_renaming(runtime: dict, name_suffix: str) -> None:
+    name = runtime["metadata"]["name"]
+    raise CatalogError(Finding(f"--name-suffix {name_suffix!r} would make {name + name_suffix!r}, which the controller "
+                               f"refuses: a torchtune runtime's name ({name}) names its model",
+                               runtime=name, fix="render it without --name-suffix into a namespace of its own "
+                                                 "(--namespace) instead"))
+
+
 def override_runtime(runtime: dict, *, images: Mapping[str, str], node_selector: Mapping[str, str] | None = None,
                      tolerations: list[dict[str, Any]] | None = None, name_suffix: str = "") -> dict:
     """A copy of `runtime` with images swapped, pods pinned by `node_selector` and `tolerations`, and renamed."""
+    if name_suffix and name_names_the_model(runtime):
+        refuse_renaming(runtime, name_suffix)
     out = copy.deepcopy(runtime)
     out["metadata"]["name"] += name_suffix
     for spec in pod_specs(out):

@@ -1,8 +1,9 @@
 """What the two gang-scheduling plugins (`coscheduling`, `volcano`) share: size and shape of a PodGroup.
 
 A PodGroup is named after the TrainJob; minMember = pods of ALL replicated jobs (initializers included;
-one Job per replicated job, as upstream), minResources = sum of pod requests x count. No schedulerName
-is set: the runtime's pod template must carry it.
+one Job per replicated job, as upstream), minResources = sum of pod requests x count; except, in a tenant
+namespace, the replicated jobs that finish before the others start (`info.staged_jobs`, see `tenancy.py`).
+No schedulerName is set: the runtime's pod template must carry it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def gang_size(info: RuntimeInfo) -> tuple[int, dict[str, str]]:
     totals: dict[str, Fraction] = {}
     binary: set[str] = set()
     for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
+        if pod_set.name in info.staged_jobs:
+            continue
         members += pod_set.count
         pod = k8s.pod_spec(job)
         binary |= binary_resources(pod)

@@ -80,14 +80,21 @@ def apply_trainer(info: RuntimeInfo) -> None:
 
 
 def apply_scheduler_metadata(info: RuntimeInfo) -> None:
+    """The gang's labels and annotations on every Job and pod template; a staged job's (outside the gang, see
+    `tenancy.py`) without the group name, with `info.staged_pod_annotations` instead."""
     for job in k8s.replicated_jobs(info.spec):
-        if info.job_annotations:
-            job.setdefault("template", {}).setdefault("metadata", {}).setdefault("annotations", {}).update(info.job_annotations)
+        job_annotations, pod_annotations = info.job_annotations, info.pod_annotations
+        if job.get("name") in info.staged_jobs:
+            job_annotations = {k: v for k, v in job_annotations.items() if k != K.VOLCANO_GROUP_ANNOTATION}
+            pod_annotations = {**{k: v for k, v in pod_annotations.items() if k != K.VOLCANO_GROUP_ANNOTATION},
+                               **info.staged_pod_annotations}
+        if job_annotations:
+            job.setdefault("template", {}).setdefault("metadata", {}).setdefault("annotations", {}).update(job_annotations)
         template = k8s.pod_template(job)
         if info.pod_labels:
             template.setdefault("metadata", {}).setdefault("labels", {}).update(info.pod_labels)
-        if info.pod_annotations:
-            template.setdefault("metadata", {}).setdefault("annotations", {}).update(info.pod_annotations)
+        if pod_annotations:
+            template.setdefault("metadata", {}).setdefault("annotations", {}).update(pod_annotations)
 
 
 def apply_webhook_defaults(spec: dict) -> None:

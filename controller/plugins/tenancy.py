@@ -5,6 +5,13 @@ Volcano PodGroup takes its priorityClassName from the pod templates as upstream 
 is filled while building, after the `volcano` plugin (registered before this one), and only where no
 annotation named a queue. Both read the TrainJob's Namespace from `info.existing` (absent: nothing changes,
 except that the TrainJob's own `trainyard.dev/priority-class` label still applies).
+
+Staged runtimes: upstream's gang counts every replicated job, also those another one waits for with `dependsOn`
+status Complete (the dataset and model initializers). JobSet creates the waiting jobs only after those finish,
+and Volcano runs no member before minMember pods exist, so such a TrainJob never starts (upstream v2.3 too,
+whenever a runtime has both; in a tenant namespace every runtime is a Volcano gang). There the staged jobs are
+left out of the gang: not counted in minMember/minResources, no group name; their pods carry the tenant's queue,
+so Volcano gives each its own one-pod group in that queue, and the gang is exactly the pods that run together.
 """
 
 from __future__ import annotations
@@ -31,6 +38,16 @@ def enforce_pod_group_policy(info: RuntimeInfo, ctx: Context) -> None:
             pod.pop("priority", None)  # the Priority admission plugin resolves it from the class
         elif default is not None and not pod.get("priorityClassName"):
             pod["priorityClassName"] = default
+    if policy.queue is not None and "volcano" in (info.pod_group_policy or {}):
+        info.staged_jobs = staged_jobs(info.spec)
+        info.staged_pod_annotations = {K.VOLCANO_QUEUE_ANNOTATION: policy.queue}
+
+
+def staged_jobs(jobset_spec: dict) -> frozenset[str]:
+    """Replicated jobs that another one waits for with `dependsOn` status Complete: they finish before it starts."""
+    return frozenset(str(dependency.get("name")) for job in k8s.replicated_jobs(jobset_spec)
+                     for dependency in job.get("dependsOn") or []
+                     if isinstance(dependency, dict) and dependency.get("status") == "Complete")
 
 
 def build(info: RuntimeInfo, ctx: Context) -> None:

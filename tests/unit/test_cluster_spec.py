@@ -127,3 +127,31 @@ def test_cli_and_stack_deploy_take_their_defaults_from_the_spec():
     assert (commands.NAME.default, commands.PORT_BASE.default) == (spec.name, spec.port_base)
     assert stack_deploy.DEFAULT_CLUSTER == spec.name
     assert s.Ports(spec.port_base).port("apiserver") == spec.port_base
+
+
+def test_claims_without_a_class_get_a_host_directory_that_goes_with_them():
+    """The default StorageClass is the controller-manager's in-tree hostPath provisioner, switched on: a
+    staged runtime's `initializer` claim binds at once (Volcano places no pod with an unbound claim)."""
+    config = s.kwokctl_config(s.ClusterSpec(), {name: Path(name) for name in (
+        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "etcdctl", "kwok")})
+    (kcm,) = [p for p in config["componentsPatches"] if p["name"] == "kube-controller-manager"]
+    assert {"key": "enable-hostpath-provisioner", "value": "true"} in kcm["extraArgs"]
+    storage_class = s.default_storage_class()
+    assert storage_class["provisioner"] == "kubernetes.io/host-path"
+    assert storage_class["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert (storage_class["reclaimPolicy"], storage_class["volumeBindingMode"]) == ("Delete", "Immediate")
+
+
+@pytest.mark.parametrize("path,removed", [
+    ("/tmp/hostpath_pv/0b6c", True),
+    ("/tmp/hostpath_pv", False),  # the provisioner's root, shared by every local cluster
+    ("/tmp/hostpath_pv/../etc", False),
+    ("/tmp/other/0b6c", False),
+    ("/data/0b6c", False),
+    (None, False),  # not a hostPath volume
+])
+def test_down_removes_only_the_provisioners_directories(path, removed):
+    from trainyard.cluster.local import host_path_volumes
+
+    pv = {"spec": {"hostPath": {"path": path}} if path else {"local": {"path": "/x"}}}
+    assert host_path_volumes([pv]) == ([Path(path)] if removed else [])

@@ -78,17 +78,20 @@ def gang_from_objects(objects: Iterable[dict]) -> Gang:
     pods: list[Resources] = []
     priority = None
     schedulers, pod_queues = set(), set()
+    volcano_group = group is not None and str(group.get("apiVersion", "")).startswith(K.VOLCANO_GROUP + "/")
     for job in k8s.replicated_jobs(jobset.get("spec") or {}):
         spec = k8s.job_spec(job)
         template = spec.get("template") or {}
         pod = template.get("spec") or {}
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        if volcano_group and K.VOLCANO_GROUP_ANNOTATION not in annotations:
+            continue  # a staged job (initializers): it runs, in its own one-pod groups, before the gang
         count = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
         pods += [pod_requests(pod) for _ in range(count)]
         priority = pod.get("priorityClassName", priority)
         schedulers.add(pod.get("schedulerName") or "default-scheduler")
-        pod_queues.add(((template.get("metadata") or {}).get("annotations") or {}).get(K.VOLCANO_QUEUE_ANNOTATION))
+        pod_queues.add(annotations.get(K.VOLCANO_QUEUE_ANNOTATION))
     gspec = (group or {}).get("spec") or {}
-    volcano_group = group is not None and str(group.get("apiVersion", "")).startswith(K.VOLCANO_GROUP + "/")
     # no PodGroup but every pod Volcano's: Volcano gives them one-pod groups in the pods' queue
     in_volcano = volcano_group or (group is None and schedulers == {K.VOLCANO_SCHEDULER_NAME})
     queue = gspec.get("queue") if volcano_group else (next(iter(pod_queues)) if len(pod_queues) == 1 else None)

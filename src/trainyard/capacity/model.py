@@ -3,7 +3,8 @@
 Inputs are plain dicts as listed from the API server (Nodes, Pods, Volcano Queues and PodGroups,
 HyperNodes). A pod holds resources on its node from the moment it is bound (`spec.nodeName`) until it
 ends (phase Succeeded/Failed); its queue is its Volcano PodGroup's (annotation
-`scheduling.k8s.io/group-name`), `default` for a Volcano pod without one, none for other schedulers.
+`scheduling.k8s.io/group-name`); for a Volcano pod without one, the queue its own annotation names (Volcano
+makes it a one-pod group there), else `default`; none for other schedulers.
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ def pod_queue(pod: dict, pod_groups: dict[tuple[str, str], dict]) -> str | None:
     if group:
         pg = pod_groups.get((meta(pod).get("namespace", ""), group))
         return ((pg or {}).get("spec") or {}).get("queue") or "default"
-    return "default" if (pod.get("spec") or {}).get("schedulerName") == "volcano" else None
+    if (pod.get("spec") or {}).get("schedulerName") != "volcano":
+        return None
+    return (meta(pod).get("annotations") or {}).get(K.VOLCANO_QUEUE_ANNOTATION) or "default"
 
 
 @dataclass

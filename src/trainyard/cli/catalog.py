@@ -160,9 +160,14 @@ def show(
         objects = cluster_runtimes_of(catalog, version, runtime)
     if image or real_nodes or name_suffix:
         from trainyard.realnodes.spec import REAL_NODE_LABEL
-        from trainyard.runtimes.overrides import override_runtime, parse_image_overrides
+        from trainyard.runtimes.overrides import name_names_the_model, override_runtime, parse_image_overrides
 
         images = parse_image_overrides(image, catalog, version)
+        if name_suffix and runtime is None:  # the whole release: leave out what a suffix would break, and say so
+            for left_out in [o for o in objects if name_names_the_model(o)]:
+                typer.echo(f"{left_out['metadata']['name']}: left out: a torchtune runtime's name names its model, so "
+                           f"it cannot take --name-suffix; render it without into a namespace of its own", err=True)
+            objects = [o for o in objects if not name_names_the_model(o)]
         selector = {REAL_NODE_LABEL: "true"} if real_nodes else None
         tolerations = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}] if real_nodes else None
         objects = [override_runtime(o, images=images, node_selector=selector, tolerations=tolerations,

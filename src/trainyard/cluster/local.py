@@ -149,7 +149,8 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
 
     echo(f"creating {spec.nodes} simulated GPU nodes ({spec.gpus_per_node}x {spec.gpu_product}, {spec.racks} racks, "
          f"{spec.spines} spine{'s' if spec.spines > 1 else ''})")
-    kc("create", "-f", "-", input_text=yaml.safe_dump_all(cluster_spec.gpu_nodes(spec)))
+    kc("create", "-f", "-", input_text=yaml.safe_dump_all([*cluster_spec.gpu_nodes(spec),
+                                                           cluster_spec.default_storage_class()]))
     if spec.real_nodes:
         from trainyard.realnodes import nodes as real_nodes
 
@@ -260,6 +261,26 @@ def restart_control_plane_component(name: str, component: str = "kube-apiserver"
     return time.monotonic() - started
 
 
+def host_path_volumes(persistent_volumes: list[dict]) -> list[Path]:
+    """The provisioner's directories among a cluster's PersistentVolumes (nothing else is ever removed)."""
+    paths = []
+    for pv in persistent_volumes:
+        path = Path(((pv.get("spec") or {}).get("hostPath") or {}).get("path") or "/")
+        if path.parent == cluster_spec.HOST_PATH_VOLUMES and path.name not in ("", ".", ".."):
+            paths.append(path)
+    return paths
+
+
+def remove_host_path_volumes(name: str) -> None:
+    """The directories of the volumes still bound when the cluster goes (their claims outlive it)."""
+    try:
+        listed = kubectl(name, "get", "persistentvolumes", "-o", "json", "--request-timeout=5s")
+    except (ClusterError, OSError):
+        return  # no API server (crashed, or never up): nothing bound there is known
+    for path in host_path_volumes(json.loads(listed).get("items") or []):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def down(name: str, echo=print) -> list[str]:
     """Stop every process `up` started (ours by PID, kwokctl's via kwokctl) and forget the cluster."""
     paths = ClusterPaths.for_name(name)
@@ -267,6 +288,7 @@ def down(name: str, echo=print) -> list[str]:
         echo(f"cluster {name!r} is not running")
         return []
     state = read_state(name)
+    remove_host_path_volumes(name)
     if state and state.get("spec", {}).get("real_nodes"):
         from trainyard.realnodes import nodes as real_nodes
 

@@ -214,6 +214,22 @@ server refuses every TrainJob in that namespace until then ("status unknown for 
 waits for every tenant quota's usage, so on a fresh cluster this bounds the wait."""
 
 
+HOST_PATH_VOLUMES = Path("/tmp/hostpath_pv")
+"""Where kube-controller-manager's in-tree hostPath provisioner (`--enable-hostpath-provisioner`, the one
+`hack/local-up-cluster.sh` uses) makes a directory per volume, and the only place its deleter removes them from.
+Every node of a local cluster is on this host, so a volume is the same directory wherever its pods run."""
+STORAGE_CLASS = "standard"
+
+
+def default_storage_class() -> dict:
+    """The local cluster's default StorageClass (named like kind's): PVCs without a class, such as the
+    `initializer` volume a staged runtime's `volumeClaimPolicies` asks JobSet for, are bound at once to a
+    fresh host directory and removed with their claim."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}
+
+
 def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client: tuple[Path, Path] | None = None) -> dict:
     """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
     ports = spec.ports
@@ -243,7 +259,8 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
             **({"kubeApiserverCertSANs": apiserver_cert_sans()} if spec.real_nodes else {}),
         },
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
-            {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC}]}, *real_node_patches(spec, kubelet_client)],
+            {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC},
+            {"key": "enable-hostpath-provisioner", "value": "true"}]}, *real_node_patches(spec, kubelet_client)],
     }
 
 

@@ -55,7 +55,8 @@ class ImageRecipe:
     @property
     def tag(self) -> str:
         digest = hashlib.sha256()
-        for what, content in self.inputs:
+        config = ("config", repr((self.cmd, self.env, self.user)).encode())  # the image config decides it too
+        for what, content in (*self.inputs, config):
             digest.update(what.encode() + b"\0" + hashlib.sha256(content).digest())
         return digest.hexdigest()[:16]
 
@@ -164,6 +165,11 @@ def _mpi_user(rootfs: Path, log: Path, env: dict[str, str]) -> None:
         os.chown(path, uid, uid)
 
 
+INITIALIZER_SCRIPT = "/opt/trainyard/scripts/initializer.py"
+"""The training image's default command: the stand-in dataset/model initializer (the catalog's initializer
+containers name no command; every other container does)."""
+
+
 def training_recipe() -> ImageRecipe:
     sources = training_sources()
     base = repo_root() / IMAGE_SOURCES / "training"
@@ -183,7 +189,7 @@ def training_recipe() -> ImageRecipe:
     inputs = (("debian", f"{DEBIAN_SUITE} {DEBIAN_MIRROR} {' '.join(TRAINING_PACKAGES)}".encode()),
               ("mpi", f"{MPI_USER} {SSHD_CONFIG} {SSH_CLIENT_CONFIG}".encode()),
               *sorted(sources.items()))
-    return ImageRecipe("training", inputs, build, cmd=("python3",), env=tuple(TRAINING_ENV.items()))
+    return ImageRecipe("training", inputs, build, cmd=("python3", INITIALIZER_SCRIPT), env=tuple(TRAINING_ENV.items()))
 
 
 CONTROLLER_PACKAGES = ("python3", "python3-venv", "ca-certificates")

@@ -125,7 +125,17 @@ def import_image(node: RealNode, record: dict, echo: Callable[[str], None]) -> b
     tar.wait()
     if done.returncode or tar.returncode:
         raise ClusterError(f"importing {record['ref']} into {node.name} failed: {done.stderr.strip()[-500:]}")
+    older = superseded_refs(listed.stdout.split(), record)
+    if older:  # earlier builds of this image: gigabytes per node (containerd keeps what a container still uses)
+        _ctr(node, "images", "rm", "--sync", *older)
     return True
+
+
+def superseded_refs(refs: list[str], record: dict) -> list[str]:
+    """Refs of earlier builds of the image `record` describes (same repository, another tag)."""
+    repository = record["ref"].rsplit(":", 1)[0]
+    keep = {record["ref"], *record.get("aliases", [])}
+    return [ref for ref in refs if ref.rsplit(":", 1)[0] == repository and ref not in keep]
 
 
 def load_image(name: str, image: str, echo: Callable[[str], None]) -> dict:

@@ -77,4 +77,5 @@ def built(pods: int, gpus: int, queue_name: str | None = "team-a", topology: dic
              "metadata": {"name": "tj", "namespace": ns}, "spec": group_spec},
             {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "tj", "namespace": ns},
              "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": {
-                 "parallelism": pods, "completions": pods, "template": {"spec": pod_spec}}}}]}}]
+                 "parallelism": pods, "completions": pods, "template": {
+                     "metadata": {"annotations": {"scheduling.k8s.io/group-name": "tj"}}, "spec": pod_spec}}}}]}}]

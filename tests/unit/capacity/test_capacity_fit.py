@@ -27,8 +27,7 @@ def _without_group(objects, scheduler=None, queue_annotation=None):
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     if scheduler:
         template["spec"]["schedulerName"] = scheduler
-    if queue_annotation:
-        template["metadata"] = {"annotations": {"scheduling.volcano.sh/queue-name": queue_annotation}}
+    template["metadata"] = {"annotations": {"scheduling.volcano.sh/queue-name": queue_annotation}} if queue_annotation else {}
     return [jobset]
 
 
@@ -54,6 +53,26 @@ def test_no_volcano_queue_is_checked_for_pods_volcano_never_sees():
     assert [v.check for v in fit(gang, [], closed, nodes)] == ["placement"]
     volcano_gang = gang_from_objects(built(2, 8, queue_name="default"))
     assert fit(volcano_gang, [], closed, nodes)[-1].check == "queue"
+
+
+def test_jobs_outside_a_volcano_gang_are_not_placed_with_it():
+    """A staged job (the initializers, see controller/plugins/tenancy.py) has no group name: it runs in
+    one-pod groups before the gang, so the gang's fit is its members' alone."""
+    objects = built(2, 8)
+    jobs = objects[-1]["spec"]["replicatedJobs"]
+    jobs.insert(0, {"name": "model-initializer", "replicas": 1, "template": {"spec": {"template": {
+        "metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "team-a"}},
+        "spec": {"containers": [{"name": "init", "resources": {"requests": {"cpu": "4"}}}]}}}}})
+    gang = gang_from_objects(objects)
+    assert gang.pods == [{GPU: Fraction(8)}] * 2 and gang.queue == "team-a"
+
+
+def test_a_volcano_pod_without_a_gang_counts_in_the_queue_it_names():
+    """Volcano gives such a pod a one-pod group in the queue of its annotation (`default` when it names none)."""
+    named = pod("init", "n0", 8, scheduler="volcano")
+    named["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "team-a"}
+    uses = queue_uses([queue("team-a", capability=32), queue("default")], [], [named, pod("x", "n1", 8, scheduler="volcano")])
+    assert uses["team-a"].allocated == {GPU: Fraction(8)} and uses["default"].allocated == {GPU: Fraction(8)}
 
 
 def test_no_jobset_is_an_error():

@@ -69,10 +69,27 @@ def test_show_renders_every_runtime_for_real_nodes_from_the_cli():
     plain = show("1.2.0", "--tenant-queue", "team-a", "--namespace", "team-a")
     local = show("1.2.0", "--tenant-queue", "team-a", "--namespace", "team-a", "--image",
                  "all=trainyard.local/training:local", "--real-nodes", "--name-suffix", "-real")
-    assert [r["metadata"]["name"] + "-real" for r in plain] == [r["metadata"]["name"] for r in local]
+    renamable = [r for r in plain if r["metadata"]["labels"].get("trainer.kubeflow.org/framework") != "torchtune"]
+    assert [r["metadata"]["name"] + "-real" for r in renamable] == [r["metadata"]["name"] for r in local]
     for runtime in local:
         for spec in pod_specs(runtime):
             assert {c["image"] for c in spec.get("initContainers", []) + spec["containers"]} == {
                 "trainyard.local/training:local"}
             assert spec["nodeSelector"][REAL_NODE_LABEL] == "true"
     assert plain == show("1.2.0", "--tenant-queue", "team-a", "--namespace", "team-a"), "the release is unchanged"
+
+
+def test_a_torchtune_runtime_keeps_its_name_which_names_its_model():
+    """The controller maps `torchtune-<model>-<size>` to a model config (as upstream): `-real` would be refused."""
+    out = subprocess.run([str(TRAINYARD), "catalog", "show", "1.2.0", "--image", "all=x:1", "--name-suffix", "-real"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0
+    names = {d["metadata"]["name"] for d in yaml.safe_load_all(out.stdout) if d}
+    assert names and not any(n.startswith("torchtune-") for n in names)
+    assert "torchtune-llama3.2-1b: left out: a torchtune runtime's name names its model" in out.stderr
+    one = subprocess.run([str(TRAINYARD), "catalog", "show", "1.2.0", "torchtune-llama3.2-1b", "--name-suffix", "-real"],
+                         capture_output=True, text=True)
+    assert one.returncode != 0 and not one.stdout
+    assert "names its model" in one.stderr and "--namespace" in one.stderr
+    kept = show("1.2.0", "torchtune-llama3.2-1b", "--image", "all=x:1", "--real-nodes")
+    assert [d["metadata"]["name"] for d in kept] == ["torchtune-llama3.2-1b"]

@@ -295,3 +295,51 @@ def test_admission_refuses_a_gang_its_quota_can_never_hold(nodes, as_limit, quot
     assert response["allowed"] is (not expected)
     if expected:
         assert response["status"]["message"].endswith(expected[0])
+
+
+# ---- staged runtimes: initializers finish before the gang starts ----------------------------------
+
+GROUP = "scheduling.k8s.io/group-name"
+
+
+def staged_runtime(initializer_status="Complete"):
+    """Dataset and model initializers (1 CPU each) the trainer waits for, the trainer 1 GPU per node: the shape
+    of the catalog's torchtune runtimes, as a Volcano gang."""
+    def initializer(name):
+        return job(name, name, [{"name": name, "image": "init", "resources": {"requests": {"cpu": "1"}}}])
+    trainer = job("node", "trainer", [{"name": "node", "image": "img", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    trainer["dependsOn"] = [{"name": "dataset-initializer", "status": initializer_status},
+                            {"name": "model-initializer", "status": initializer_status}]
+    return runtime(jobs=[initializer("dataset-initializer"), initializer("model-initializer"), trainer],
+                   ml={"torch": {}}, pod_group={"volcano": {}})
+
+
+def staged_build(*existing, status="Complete"):
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), staged_runtime(status), list(existing),
+                            key_generator=fixed_key)
+    (pg,) = by_kind(objects, "PodGroup")
+    annotations = {j["name"]: j["template"]["spec"]["template"].get("metadata", {}).get("annotations", {})
+                   for j in the_jobset(objects)["spec"]["replicatedJobs"]}
+    job_annotations = {j["name"]: j["template"].get("metadata", {}).get("annotations", {})
+                       for j in the_jobset(objects)["spec"]["replicatedJobs"]}
+    return pg["spec"], annotations, job_annotations
+
+
+def test_in_a_tenant_namespace_the_gang_leaves_out_the_jobs_that_finish_before_it():
+    """Upstream counts the initializers in minMember: JobSet creates the trainer only once they completed and
+    Volcano starts no member before minMember pods exist, so the TrainJob would wait forever."""
+    spec, pods, jobs = staged_build(team_a_ns())
+    assert spec["minMember"] == 2 and spec["minResources"] == {"nvidia.com/gpu": "2"}
+    assert pods["node"][GROUP] == "tj" and jobs["node"][GROUP] == "tj"
+    for name in ("dataset-initializer", "model-initializer"):
+        assert GROUP not in pods[name] and GROUP not in jobs[name], "a one-pod group of Volcano's own"
+        assert pods[name][QUEUE] == "team-a", "in the tenant's queue"
+
+
+@pytest.mark.parametrize("existing,status", [((), "Complete"), ((team_a_ns(),), "Ready")])
+def test_upstream_gang_outside_tenant_namespaces_and_for_ready_dependencies(existing, status):
+    """Outside a tenant namespace the gang is upstream's (every pod); a job waited for until Ready runs beside
+    the waiting one, so it stays a member."""
+    spec, pods, _ = staged_build(*existing, status=status)
+    assert spec["minMember"] == 4 and spec["minResources"] == {"cpu": "2", "nvidia.com/gpu": "2"}
+    assert all(annotations[GROUP] == "tj" for annotations in pods.values())

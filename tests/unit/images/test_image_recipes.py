@@ -25,6 +25,18 @@ def test_the_tag_is_a_hash_of_every_input():
     assert base.tag != recipe([("a", b"1"), ("b", b"3")]).tag, "content"
     assert base.tag != recipe([("a", b"1"), ("c", b"2")]).tag, "name"
     assert base.ref == f"trainyard.local/x:{base.tag}" and base.alias == "trainyard.local/x:local"
+    inputs = (("a", b"1"), ("b", b"2"))
+    for config in ({"cmd": ("false",)}, {"env": (("A", "1"),)}, {"user": "1000:1000"}):
+        changed = B.ImageRecipe("x", inputs, lambda rootfs, log: None, **{"cmd": ("true",), **config})
+        assert changed.tag != base.tag, f"the image config's {config} decides the image too"
+
+
+def test_the_training_image_runs_the_stand_in_initializer_by_default():
+    """The catalog's initializer containers name no command: the image's default runs the stand-in."""
+    recipe = B.training_recipe()
+    assert recipe.cmd == ("python3", B.INITIALIZER_SCRIPT)
+    sources = dict(recipe.inputs)
+    assert "scripts/" + B.INITIALIZER_SCRIPT.rsplit("/", 1)[1] in sources
 
 
 def test_the_image_config_names_a_numeric_user_only_when_given():

@@ -192,3 +192,12 @@ def test_kube_proxy_config_uses_only_fields_of_the_pinned_kube_proxy():
     config = S.kube_proxy_config(kubeconfig=Path("/kc"), node_name="n", healthz_port=1, metrics_port=2)
     nested = {key for value in config.values() if isinstance(value, dict) for key in value}
     assert (set(config) - {"apiVersion", "kind"}) | nested <= fields, ((set(config) | nested) - fields)
+
+
+def test_importing_a_new_build_drops_the_earlier_builds_of_that_image_only():
+    from trainyard.realnodes.nodes import superseded_refs
+
+    record = {"ref": "trainyard.local/training:new", "aliases": ["trainyard.local/training:local"]}
+    refs = ["trainyard.local/training:old", "trainyard.local/training:local", "trainyard.local/training:new",
+            "trainyard.local/controller:old", "trainyard.local/pause:x", "docker.io/library/training:old"]
+    assert superseded_refs(refs, record) == ["trainyard.local/training:old"]
