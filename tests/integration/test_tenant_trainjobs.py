@@ -172,3 +172,31 @@ def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(clus
         assert podgroup(cluster, "steered", ns)["spec"] == before
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_a_failed_trainjobs_gang_stops_holding_the_tenants_queue(cluster, shared, classes, catalog_runtime):
+    """Volcano keeps an enqueued PodGroup Inqueue after its pods are gone, reserving its minResources in the queue:
+    one failed 16-GPU gang held team-a's whole capability on real nodes until someone deleted the TrainJob. Here a
+    gang that fits the queue but no node (a selector nothing matches) is Inqueue, then fails on its deadline: its
+    PodGroup goes, and the next 16-GPU gang of the queue starts."""
+    tenant = tenant_with(cluster, classes)
+    try:
+        nowhere = [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"trainyard.dev/nowhere": "x"}}}]
+        create(cluster, new_trainjob("doomed", catalog_runtime, namespace=tenant.ns, nodes=2, activeDeadlineSeconds=20,
+                                     podTemplateOverrides=nowhere), as_user=tenant.user)
+        inqueue = cluster.wait(lambda: (pg := podgroup(cluster, "doomed", tenant.ns))
+                               and (pg.get("status") or {}).get("phase") == "Inqueue" and pg,
+                               what="the doomed gang Inqueue (room in the queue, no node to run on)")
+        assert inqueue["spec"]["minResources"]["nvidia.com/gpu"] == "16"
+        failed = cluster.wait(lambda: (c := condition(get_trainjob(cluster, "doomed", tenant.ns), "Failed"))
+                              and c["status"] == "True" and c, timeout=60, what="the deadline to fail it")
+        assert failed["reason"] == "DeadlineExceeded"
+        cluster.wait(lambda: podgroup(cluster, "doomed", tenant.ns) is None, timeout=30,
+                     what="the failed TrainJob's PodGroup deleted")
+        assert get_trainjob(cluster, "doomed", tenant.ns) is not None, "the TrainJob itself stays, Failed"
+        create(cluster, new_trainjob("next", catalog_runtime, namespace=tenant.ns, nodes=2), as_user=tenant.user)
+        done = cluster.wait(lambda: (c := condition(get_trainjob(cluster, "next", tenant.ns), "Complete"))
+                            and c["status"] == "True", timeout=120, what="the next 16-GPU gang of the queue to run")
+        assert done
+    finally:
+        remove_tenant(cluster, tenant.spec)

@@ -68,6 +68,10 @@ def test_a_trainer_exiting_1_is_restarted_by_policy_then_the_trainjob_fails_with
     assert condition["reason"] == jobset_failed["reason"] and condition["message"] == jobset_failed["message"], \
         (condition, jobset_failed)
     assert "maximum" in condition["message"].lower() or "restart" in condition["message"].lower(), condition
+    # Volcano keeps the group Inqueue after its pods failed, reserving team-a's GPUs: the controller deletes it
+    wait_for(lambda: real_cluster.get("podgroups.scheduling.volcano.sh", name, "team-a") is None, 30,
+             f"the PodGroup of the failed {name} deleted", 1)
+    assert jobset_of(real_cluster, name), "the JobSet stays (its pods' logs with it)"
 
 
 def test_a_gang_member_killed_for_memory_restarts_the_whole_gang(real_cluster, restartable_runtime):

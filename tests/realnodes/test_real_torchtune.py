@@ -30,14 +30,20 @@ QUEUE = "team-a"
 DATASET = "tiny://instruct-dataset"
 TINY = ["model.num_layers=2", "model.num_heads=4", "model.num_kv_heads=2", "model.embed_dim=64",
         "model.max_seq_len=512", "model.intermediate_dim=128"]
+DATASET_ARGS = ["dataset=torchtune.datasets.instruct_dataset", "dataset.source=parquet",
+                "dataset.data_dir=/workspace/dataset/data"]
+"""As the Kubeflow SDK's TorchTuneConfig writes them: the controller's `tune run` keeps only the runtime's output,
+tokenizer and checkpoint paths (upstream's immutable configs), so the dataset comes from the TrainJob."""
 CPU_RUN = ["device=cpu", "dtype=fp32", "optimizer._component_=torch.optim.AdamW", "optimizer.lr=3e-3",
            "batch_size=8", "epochs=1", "max_steps_per_epoch=12", "enable_activation_checkpointing=False",
            "metric_logger._component_=torchtune.training.metric_logging.StdoutLogger"]
-LLAMA = ("tiny://llama3.2", ["model._component_=torchtune.models.llama3_2.llama3_2", "model.vocab_size=128256", *TINY])
-QWEN = ("tiny://qwen2.5", ["model._component_=torchtune.models.qwen2.qwen2", "model.vocab_size=151936",
-                           "model.tie_word_embeddings=True", *TINY])
-TORCHTUNE = {"torchtune-llama3.2-1b": LLAMA, "torchtune-llama3.2-3b": LLAMA, "torchtune-qwen2.5-1.5b": QWEN}
-"""Each torchtune runtime of the current release: the stand-in model URI and the arguments of its tiny run."""
+LLAMA = ["model._component_=torchtune.models.llama3_2.llama3_2", "model.vocab_size=128256", *TINY]
+QWEN = ["model._component_=torchtune.models.qwen2.qwen2", "model.vocab_size=151936", "model.tie_word_embeddings=True",
+        *TINY]
+TORCHTUNE = {"torchtune-llama3.2-1b": ("tiny://llama3.2-1b", LLAMA), "torchtune-llama3.2-3b": ("tiny://llama3.2-3b", LLAMA),
+             "torchtune-qwen2.5-1.5b": ("tiny://qwen2.5-1.5b", QWEN)}
+"""Each torchtune runtime of the current release: the stand-in model URI (the real model's file layout) and the
+arguments of its tiny run."""
 GROUP = "scheduling.k8s.io/group-name"
 
 
@@ -47,7 +53,8 @@ def trainjob(runtime: str) -> dict:
             "metadata": {"name": runtime.replace(".", "-"), "namespace": NAMESPACE},
             "spec": {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
                      "initializer": {"dataset": {"storageUri": DATASET}, "model": {"storageUri": model_uri}},
-                     "trainer": {"command": ["tune", "run"], "args": [*model_args, *CPU_RUN], "numNodes": 1,
+                     "trainer": {"command": ["tune", "run"], "args": [*DATASET_ARGS, *model_args, *CPU_RUN],
+                                 "numNodes": 1,
                                  "numProcPerNode": 1,
                                  "resourcesPerNode": {"requests": {"cpu": "250m", "memory": "512Mi"},
                                                       "limits": {"memory": "3Gi"}}}}}

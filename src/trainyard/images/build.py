@@ -36,8 +36,9 @@ LOCAL_TAG = "local"
 """Every image is also named <registry>/<name>:local, the newest build: what examples and overrides name, so a
 rebuilt image needs no edit (nodes hold only what this checkout built; nothing is ever pulled)."""
 IMAGE_SOURCES = Path("tools/images")
-TRAINING_PACKAGES = ("python3", "python3-venv", "ca-certificates", "openmpi-bin",
+TRAINING_PACKAGES = ("python3", "python3-venv", "ca-certificates", "openmpi-bin", "mpich",
                      "openssh-server", "openssh-client", "procps")
+"""OpenMPI keeps `mpirun` (its alternative has the higher priority); MPICH's Hydra is `mpiexec.hydra`."""
 TRAINING_ENV = {"PATH": "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 PYTHON_TAG = ("3.11", "cp")  # bookworm's python3

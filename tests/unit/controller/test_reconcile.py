@@ -103,6 +103,24 @@ def _deleted_jobset(api):
     assert api.verbs("delete") == ["JobSet/tj"]
 
 
+def _pod_group_released(api):
+    assert api.find("PodGroup", "tj", api_version=VOLCANO) is None and api.verbs("delete") == ["PodGroup/tj"]
+    assert api.find("JobSet", "tj") is not None, "the JobSet and its pods stay, for their logs"
+
+
+def _pod_group_kept(api):
+    assert api.find("PodGroup", "tj", api_version=VOLCANO) is not None and api.verbs("delete") == []
+
+
+def finished(tj: dict, kind: str = "Failed") -> dict:
+    return {**tj, "status": {"conditions": [{"type": kind, "status": "True", "reason": "JobSetFailed", "message": "",
+                                             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}
+
+
+def failed_jobset() -> dict:
+    return jobset(status={"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "x"}]})
+
+
 def _nothing_written(api):
     assert api.verbs("patch_status") == [] and api.events == []
 
@@ -151,6 +169,23 @@ CASES = [
          condition=("ResourcesCreationFailed", "True", "ApplyFailed"), check=_one_event),
     Case("conflict: retried without a status write", trainjob(), [TORCH], [SNAPSHOT], raises=ApiException,
          errors={("apply", "ConfigMap"): api_error(409)}, check=_nothing_written),
+    # an Inqueue Volcano group keeps its minResources reserved in the queue after its pods ended
+    Case("tenant: a failed TrainJob's Volcano PodGroup is released", finished(trainjob()),
+         [snapshot_of(trainjob(), TORCH), tenant_namespace(queue="team-q"), queue("team-q"),
+          owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), failed_jobset()], [], check=_pod_group_released),
+    Case("tenant: the JobSet failing now releases the PodGroup in the same reconcile", trainjob(),
+         [snapshot_of(trainjob(), TORCH), tenant_namespace(queue="team-q"), queue("team-q"),
+          owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), failed_jobset()], [],
+         condition=("Failed", "True", "FailedJobs"), check=_pod_group_released),
+    Case("tenant: a complete TrainJob's Volcano PodGroup is released", finished(trainjob(), "Complete"),
+         [snapshot_of(trainjob(), TORCH), tenant_namespace(queue="team-q"), queue("team-q"),
+          owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), failed_jobset()], [], check=_pod_group_released),
+    Case("outside tenant namespaces the PodGroup stays (upstream)", finished(trainjob()),
+         [snapshot_of(trainjob(), VOLCANO_RT), owned(VOLCANO, "PodGroup", spec={}), failed_jobset()], [],
+         check=_pod_group_kept),
+    Case("tenant: a running TrainJob keeps its PodGroup", trainjob(),
+         [snapshot_of(trainjob(), TORCH), tenant_namespace(queue="team-q"), queue("team-q"),
+          owned(VOLCANO, "PodGroup", spec={"queue": "team-q"}), jobset()], [], check=_pod_group_kept),
     Case("deadline exceeded: Failed and JobSet deleted",
          {**trainjob(activeDeadlineSeconds=60), "metadata": {**trainjob()["metadata"], "creationTimestamp": "2020-01-01T00:00:00Z"}},
          [snapshot_of(trainjob(), TORCH), jobset()], [], condition=("Failed", "True", "DeadlineExceeded"),

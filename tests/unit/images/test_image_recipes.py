@@ -109,3 +109,27 @@ def test_the_image_python_is_the_one_pyproject_accepts():
     with open(repo_root() / "pyproject.toml", "rb") as handle:
         requires = tomllib.load(handle)["project"]["requires-python"]
     assert requires == ">=3.11" and B.PYTHON_TAG[0] == "3.11"
+
+
+def _initializer():
+    import importlib.util
+
+    path = repo_root() / "tools" / "images" / "training" / "scripts" / "initializer.py"
+    spec = importlib.util.spec_from_file_location("stand_in_initializer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_stand_in_initializer_refuses_what_it_cannot_generate(monkeypatch, capsys, tmp_path):
+    init = _initializer()
+    monkeypatch.setenv("STORAGE_URI", "hf://meta-llama/Llama-3.2-1B-Instruct")
+    monkeypatch.setattr(init, "WORKSPACE", tmp_path)
+    assert init.main() == 2 and not list(tmp_path.iterdir())
+    assert "upstream's initializer images download hf://" in capsys.readouterr().err
+
+
+def test_the_stand_in_qwen_vocabulary_is_byte_level_bpe():
+    """GPT-2's byte-to-character table (what Qwen's tokenizer decodes): printable ASCII as itself, a space as Ġ."""
+    chars = _initializer().byte_level_unicode()
+    assert len(set(chars)) == 256 and chars[ord("A")] == "A" and chars[ord(" ")] == "Ġ" and chars[10] == "Ċ"

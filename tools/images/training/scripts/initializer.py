@@ -6,10 +6,11 @@ program writes the same layout from a `tiny://` URI instead, generated on the sp
 ordering and the trainer's reading run for real:
 
 - `tiny://instruct-dataset`: /workspace/dataset/data/train.parquet, an instruct set (`input`, `output`);
-- `tiny://llama3.2`: /workspace/model in Hugging Face's layout (config.json, model.safetensors: random
-  weights of a 2-layer Llama 3.2) with the tiktoken file at original/tokenizer.model (the 256 byte tokens);
-- `tiny://qwen2.5`: the same for a 2-layer Qwen 2.5 (q/k/v biases) with vocab.json and merges.txt (the 256
-  byte tokens of byte-level BPE, no merges).
+- `tiny://llama3.2-1b`, `tiny://llama3.2-3b`: /workspace/model in the layout of Meta's Llama 3.2 1B/3B Instruct
+  on Hugging Face (config.json, the weights in one file or, for 3B, two shards with their index; random weights
+  of a 2-layer Llama 3.2) with the tiktoken file at original/tokenizer.model (the 256 byte tokens);
+- `tiny://qwen2.5-1.5b`: the same for Qwen 2.5 1.5B Instruct (a 2-layer Qwen 2, q/k/v biases) with vocab.json and
+  merges.txt (the 256 byte tokens of byte-level BPE, no merges).
 
 It is the training image's default command, so the catalog's initializer containers (they set none) run it.
 Any other scheme is refused, naming what upstream's image would do.
@@ -68,13 +69,24 @@ def hf_weights(config: dict, attention_bias: bool) -> dict:
     return weights
 
 
-def write_checkpoint(root: Path, config: dict, attention_bias: bool) -> None:
+def write_checkpoint(root: Path, config: dict, attention_bias: bool, shards: int = 1) -> None:
+    """config.json and the weights: model.safetensors, or model-0000i-of-0000n.safetensors and their index."""
     from safetensors.torch import save_file
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps(config, indent=1))
-    save_file(hf_weights(config, attention_bias), root / "model.safetensors", metadata={"format": "pt"})
-    (root / "model.safetensors").chmod(0o644)  # safetensors writes 0600; the trainer may run as another user
+    weights = hf_weights(config, attention_bias)
+    names = sorted(weights)
+    files = ["model.safetensors"] if shards == 1 else [f"model-{i:05d}-of-{shards:05d}.safetensors"
+                                                       for i in range(1, shards + 1)]
+    weight_map = {}
+    for index, file in enumerate(files):
+        part = {name: weights[name] for name in names[index::len(files)]}
+        save_file(part, root / file, metadata={"format": "pt"})
+        (root / file).chmod(0o644)  # safetensors writes 0600; the trainer may run as another user
+        weight_map.update(dict.fromkeys(part, file))
+    if shards > 1:
+        (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     print(f"initializer: tiny {config['model_type']} ({config['num_hidden_layers']} layers, dim "
           f"{config['hidden_size']}) at {root}", flush=True)
 
@@ -93,8 +105,8 @@ def byte_level_unicode() -> list[str]:
     return [chars[byte] for byte in range(256)]
 
 
-def write_llama(root: Path) -> None:
-    write_checkpoint(root, TINY_LLAMA, attention_bias=False)
+def write_llama(root: Path, shards: int = 1) -> None:
+    write_checkpoint(root, TINY_LLAMA, attention_bias=False, shards=shards)
     (root / "original").mkdir(exist_ok=True)
     (root / "original" / "tokenizer.model").write_text(
         "".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
@@ -106,8 +118,10 @@ def write_qwen(root: Path) -> None:
     (root / "merges.txt").write_text("#version: 0.2\n")
 
 
-WRITERS = {"tiny://instruct-dataset": ("dataset", write_dataset), "tiny://llama3.2": ("model", write_llama),
-           "tiny://qwen2.5": ("model", write_qwen)}
+WRITERS = {"tiny://instruct-dataset": ("dataset", write_dataset),
+           "tiny://llama3.2-1b": ("model", write_llama),
+           "tiny://llama3.2-3b": ("model", lambda root: write_llama(root, shards=2)),
+           "tiny://qwen2.5-1.5b": ("model", write_qwen)}
 
 
 def main() -> int:
