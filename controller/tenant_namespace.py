@@ -20,10 +20,11 @@ trainyard adds, without changing any upstream field:
   `podGroupPolicy` gets `podGroupPolicy.volcano: {}` (`tenant_pod_group_policy`) and every pod template
   `schedulerName: volcano`; a coscheduling runtime is refused (its scheduler cannot honour the queue).
   So priority acts only inside Volcano's queue rules, never through kube-scheduler preemption;
-- a finished (Complete or Failed) TrainJob's Volcano PodGroup is deleted (`finished_pod_group`): Volcano keeps
-  an enqueued PodGroup Inqueue after its pods ended, and an Inqueue group reserves its minResources in the
-  queue, so one failed gang would hold the tenant's capability until someone deleted the TrainJob (upstream
-  v2.3 keeps it; kubeflow/trainer#4059 proposes the same deletion). The JobSet and its pods stay, for logs;
+- a Failed TrainJob's Volcano PodGroup is deleted (`failed_pod_group`): Volcano keeps an enqueued PodGroup
+  Inqueue after its pods failed or were deleted (a deadline), and an Inqueue group reserves its minResources
+  in the queue, so one failed gang would hold the tenant's capability until someone deleted the TrainJob
+  (upstream v2.3 keeps it; kubeflow/trainer#4059 proposes deleting it). The JobSet and its pods stay, for
+  logs. A Complete TrainJob's group is left: Volcano marks it Completed, which reserves nothing;
 - a tenant namespace pins a catalog release (label `trainyard.dev/catalog-version`): its TrainingRuntimes
   are that release's, and a ClusterTrainingRuntime rendered from another release (its own
   `trainyard.dev/catalog-version` label) is refused at TrainJob create, naming the pinned release's copy in
@@ -99,12 +100,11 @@ def tenant_runtime_document(runtime: dict, namespace: dict | None) -> dict:
     return runtime if policy is spec.get("podGroupPolicy") else {**runtime, "spec": {**spec, "podGroupPolicy": policy}}
 
 
-def finished_pod_group(trainjob: dict, existing: Iterable[dict], namespace: dict | None) -> dict | None:
-    """The Volcano PodGroup to delete: the one of a finished TrainJob (with its new status) in a tenant namespace."""
+def failed_pod_group(trainjob: dict, existing: Iterable[dict], namespace: dict | None) -> dict | None:
+    """The Volcano PodGroup to delete: the one of a Failed TrainJob (with its new status) in a tenant namespace."""
     status = trainjob.get("status") or {}
-    finished = any(c.get("type") in (C.COND_COMPLETE, C.COND_FAILED) and c.get("status") == "True"
-                   for c in status.get("conditions") or [])
-    if not finished or tenant_policy(namespace).queue is None:
+    failed = any(c.get("type") == C.COND_FAILED and c.get("status") == "True" for c in status.get("conditions") or [])
+    if not failed or tenant_policy(namespace).queue is None:
         return None
     return k8s.find_object(list(existing), "PodGroup", k8s.name_of(trainjob), k8s.namespace_of(trainjob),
                            api_group=K.VOLCANO_GROUP)

@@ -9,7 +9,7 @@ a TrainJob managed by another controller is left alone; a finished one gets no n
 expired activeDeadlineSeconds fails the TrainJob and deletes its JobSet.
 
 Beyond upstream: the TrainJob's Namespace is read for the tenant's queue and default priority class
-(`tenant_namespace.py`; there a finished TrainJob's Volcano PodGroup is deleted, so it stops holding the
+(`tenant_namespace.py`; there a Failed TrainJob's Volcano PodGroup is deleted, so it stops holding the
 queue), and every failure to create the children (build error, missing runtime, API error while
 applying, missing Volcano queue, gang beyond a ResourceQuota) reaches the TrainJob as the condition
 `ResourcesCreationFailed` plus one Warning event per distinct cause, then is raised so the work queue
@@ -38,7 +38,7 @@ from ..plugins import REGISTRY, framework
 from ..plugins.framework import StatusServerConfig
 from ..snapshot import runtime_key, snapshot_name, stored_runtime_document
 from ..status import build_status, deadline_exceeded, requeue_after_seconds
-from ..tenant_namespace import finished_pod_group, tenant_runtime_document
+from ..tenant_namespace import failed_pod_group, tenant_runtime_document
 from . import gang_events
 from .apiserver import RESOURCES, ApiView, Resource, resource_for
 from .apply_record import edit_basis
@@ -141,9 +141,9 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     waiting_gang = gang_events.report(api, trainjob, existing) if failure is None else None  # as an Event
     if deadline_exceeded(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
-    finished_group = finished_pod_group({**trainjob, "status": status}, existing, next(iter(namespace_objects), None))
-    if finished_group is not None:  # it would hold the tenant's queue (see tenant_namespace.py)
-        api.delete(resource_for(finished_group), name, namespace, propagation="Background")
+    failed_group = failed_pod_group({**trainjob, "status": status}, existing, next(iter(namespace_objects), None))
+    if failed_group is not None:  # it would hold the tenant's queue (see tenant_namespace.py)
+        api.delete(resource_for(failed_group), name, namespace, propagation="Background")
     # status.trainerStatus belongs to the status server (its own field manager): never written back here,
     # so a report arriving between our read and our patch is not lost.
     ours = _without_trainer_status(status)

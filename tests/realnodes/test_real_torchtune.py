@@ -107,7 +107,10 @@ def runs(real_cluster):
                                  error=None)
             assert condition, f"{name} did not finish:\n{scheduling_picture(real_cluster, name, NAMESPACE)}"
             by_job = pods(real_cluster, name)
-            group = real_cluster.get("podgroups.scheduling.volcano.sh", name, NAMESPACE)
+            group = wait_for(lambda n=name: (g := real_cluster.get("podgroups.scheduling.volcano.sh", n, NAMESPACE))
+                             and (g.get("status") or {}).get("phase") in ("Completed", "Failed") and g, 60,
+                             f"Volcano to settle the PodGroup of {name}", 1, error=None) \
+                or real_cluster.get("podgroups.scheduling.volcano.sh", name, NAMESPACE)
             results[runtime] = (name, condition, by_job, {job: log_of(real_cluster, p) for job, p in by_job.items()},
                                 group)
         yield results
@@ -133,6 +136,7 @@ def test_initializers_fill_the_shared_volume_and_the_trainer_fine_tunes_from_it(
     assert claims == {volume["persistentVolumeClaim"]["claimName"]}, "one volume for the three pods"
     # the gang is the trainer alone; each initializer ran in a one-pod group of Volcano's, in the tenant's queue
     assert group["spec"]["minMember"] == 1 and group["spec"]["queue"] == QUEUE
+    assert group["status"]["phase"] == "Completed", "kept: a Completed group reserves nothing in the queue"
     assert by_job["node"]["metadata"]["annotations"][GROUP] == name
     for job in ("dataset-initializer", "model-initializer"):
         annotations = by_job[job]["metadata"]["annotations"]
