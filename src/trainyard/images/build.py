@@ -198,6 +198,8 @@ CONTROLLER_CONTEXT = ("pyproject.toml", "README.md", "src", "controller", "platf
                       "tools/versions.toml")
 """The checkout files the project's wheel is built from: controller/Dockerfile's COPY list (a unit test keeps
 the two the same)."""
+README = "README.md"
+README_IN_IMAGE = b"trainyard: see README.md in the repository.\n"
 CONTROLLER_USER = "65532:65532"
 FLUX_TEMPLATES_IN_IMAGE = "/opt/trainyard/flux"
 
@@ -211,6 +213,8 @@ def controller_context() -> dict[str, bytes]:
         for item in sorted(path.rglob("*")) if path.is_dir() else [path]:
             if item.is_file() and "__pycache__" not in item.parts and item.suffix != ".pyc":
                 files[str(item.relative_to(root))] = item.read_bytes()
+    if README in files:  # only the wheel's long description: a documentation edit must not rebuild the image
+        files[README] = README_IN_IMAGE
     return files
 
 

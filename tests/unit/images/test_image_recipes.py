@@ -78,6 +78,21 @@ def test_the_controller_image_changes_with_the_code_it_runs(monkeypatch):
     assert B.controller_recipe().tag != before
 
 
+def test_the_controller_image_does_not_change_with_the_readme(monkeypatch, tmp_path):
+    """The README is only the wheel's long description: documentation edits keep the cached image."""
+    before = B.controller_recipe().tag
+    assert B.controller_context()[B.README] == B.README_IN_IMAGE
+    edited = tmp_path / "README.md"
+    edited.write_text((repo_root() / "README.md").read_text() + "\nan edit\n")
+    real_root = repo_root()
+    monkeypatch.setattr(B, "repo_root", lambda: tmp_path)
+    for entry in (*B.CONTROLLER_CONTEXT, f"{B.IMAGE_SOURCES}/controller"):
+        if entry != B.README:
+            (tmp_path / entry).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / entry).symlink_to(real_root / entry)
+    assert B.controller_recipe().tag == before
+
+
 def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
