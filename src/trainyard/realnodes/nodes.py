@@ -225,13 +225,33 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
         config = node.directory / "kubelet.yaml"
         config.write_text(yaml.safe_dump(node_spec.kubelet_config(node, client_ca=client_ca,
                                                                   resolv_conf=shared / "resolv.conf")))
+        before = _socket_identity(DEVICE_PLUGIN_SOCKET)
         table.start(ProcessSpec(_process_name("kubelet", node), node_spec.kubelet_argv(
             node, kubelet=tool("kube-node").path("kubelet"), config=config, kubeconfig=paths.kubeconfig)))
+        # one at a time: each kubelet empties the host-wide device-plugin directory, then binds its socket there
+        # (a fixed path, no flag moves it); two starting together race, and the loser never starts its
+        # container manager (seen in CI: "bind: address already in use", the node never registers)
+        wait_for(lambda: _socket_identity(DEVICE_PLUGIN_SOCKET) not in (None, before), 60,
+                 f"the kubelet of {node.name} to bind its device-plugin socket", 0.2, error=None)
     for node in nodes:
         _label_and_wait_ready(spec, node, kc, table)
     _start_kube_proxy(spec, paths, table, nodes[0])
     echo(f"real nodes ready: {', '.join(n.name for n in nodes)}")
     return [n.name for n in nodes]
+
+
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+"""The kubelet's device-plugin registration socket: the same path for every kubelet of the host (k8s.io/kubelet's
+`pluginapi.KubeletSocket`, not under --root-dir)."""
+
+
+def _socket_identity(path: Path) -> tuple[int, int] | None:
+    """(inode, ctime) of the socket file, None when absent: a new bind makes a new file."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_ctime_ns
 
 
 def _start_kube_proxy(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, first: RealNode) -> None:

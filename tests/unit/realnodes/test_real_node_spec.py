@@ -201,3 +201,20 @@ def test_importing_a_new_build_drops_the_earlier_builds_of_that_image_only():
     refs = ["trainyard.local/training:old", "trainyard.local/training:local", "trainyard.local/training:new",
             "trainyard.local/controller:old", "trainyard.local/pause:x", "docker.io/library/training:old"]
     assert superseded_refs(refs, record) == ["trainyard.local/training:old"]
+
+
+def test_a_rebound_socket_has_a_new_identity(tmp_path):
+    """How `start` tells that the next kubelet may start: the shared device-plugin socket was bound anew."""
+    import socket
+
+    from trainyard.realnodes.nodes import _socket_identity
+
+    path = tmp_path / "kubelet.sock"
+    assert _socket_identity(path) is None
+    identities = []
+    for _ in range(2):
+        path.unlink(missing_ok=True)  # what each kubelet does to the directory before it binds
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(path))
+            identities.append(_socket_identity(path))
+    assert None not in identities and identities[0] != identities[1]
