@@ -11,9 +11,9 @@ Plugins then mutate the info; component builders turn it into objects.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
+from trainyard.k8s import json_copy
 from trainyard import k8s as K
 from . import constants as C
 from . import k8s
@@ -79,7 +79,7 @@ def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
     metadata = template.get("metadata") or {}
     labels = dict(metadata.get("labels") or {})
     annotations = dict(metadata.get("annotations") or {})
-    spec = copy.deepcopy(template.get("spec") or {})
+    spec = json_copy(template.get("spec") or {})
     if not isinstance(spec.get("replicatedJobs", []), list):
         raise BuildError("must be a list of replicated jobs", "spec.template.spec.replicatedJobs")
 

@@ -16,9 +16,9 @@ order). A naive dict merge gets it wrong. This follows apimachinery's algorithm:
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Mapping
 
+from trainyard.k8s import json_copy
 from .errors import BuildError
 
 # Merge keys of the JobSet spec / pod template types (from the Go struct tags `patchMergeKey`).
@@ -45,10 +45,10 @@ _DIRECTIVE = "$patch"
 def strategic_merge(original: Any, patch: Any, merge_keys: Mapping[str, str] = JOBSET_MERGE_KEYS) -> Any:
     """Return `original` patched with `patch` (neither argument is modified)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     if not isinstance(original, dict):
         original = {}
-    return _merge_map(copy.deepcopy(original), copy.deepcopy(patch), merge_keys)
+    return _merge_map(json_copy(original), json_copy(patch), merge_keys)
 
 
 def _merge_map(original: dict, patch: dict, keys: Mapping[str, str]) -> dict:

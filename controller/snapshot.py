@@ -88,10 +88,13 @@ def build_snapshot(trainjob: dict, runtime: dict) -> dict:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": k8s.object_meta(snapshot_name(trainjob), trainjob),
-        "data": {C.SNAPSHOT_KEY: yaml.safe_dump(stored, sort_keys=True)},
+        "data": {C.SNAPSHOT_KEY: yaml.dump(stored, Dumper=_FAST_DUMPER, sort_keys=True)},
     }
 
 
+# libyaml's emitter writes the same text as PyYAML's own (a unit test compares them) in a fraction of the time:
+# the pure-Python emitter was 60 % of a new TrainJob's build.
+_FAST_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

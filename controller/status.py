@@ -8,9 +8,9 @@ since creation (or since the last resume). No Running/Pending condition exists u
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 
+from trainyard.k8s import json_copy
 from trainyard import k8s as K
 from trainyard.timestamps import parse_time
 
@@ -116,7 +116,7 @@ def build_status(trainjob: dict, jobset: dict | None, now: str) -> dict:
     from .inputs import load_trainjob
 
     trainjob = load_trainjob(trainjob)
-    status = copy.deepcopy(trainjob.get("status") or {})
+    status = json_copy(trainjob.get("status") or {})
     status_conditions = status.get("conditions")
     if status_conditions is not None:
         status["conditions"] = [c for c in status_conditions if isinstance(c, dict)] if isinstance(status_conditions, list) else []

@@ -17,11 +17,10 @@ all (`apply_record.py`): that is most of the reconciles a TrainJob's children's 
 
 from __future__ import annotations
 
-import copy
 import threading
 from typing import Callable
 
-from trainyard.k8s import resource_version
+from trainyard.k8s import json_copy, resource_version
 
 from .apiserver import FIELD_MANAGER, ApiServer, ApiView, Resource, resource_for
 from .apply_record import AppliedAs, digest, still_as_applied
@@ -32,6 +31,15 @@ Key = tuple[str, str]
 def object_key(obj: dict) -> Key:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def stripped(obj: dict) -> dict:
+    """`obj` without metadata.managedFields, which no reconcile reads (controller-runtime's cache transform
+    `TransformStripManagedFields`): often the largest part of a child's metadata, held and copied for nothing."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def _older(obj: dict, stored: dict | None) -> bool:
@@ -54,7 +62,7 @@ class Store:
     def replace(self, objects: list[dict]) -> None:
         """A (re)list: exactly these exist now, whatever was stored before."""
         with self.lock:
-            self.objects = {object_key(obj): obj for obj in objects if self.keep(obj)}
+            self.objects = {object_key(obj): stripped(obj) for obj in objects if self.keep(obj)}
             self.applied = {key: record for key, record in self.applied.items() if key in self.objects}
         self.synced.set()
 
@@ -72,7 +80,7 @@ class Store:
             if only_if_newer and _older(obj, self.objects.get(key)):
                 return
             if self.keep(obj):
-                self.objects[key] = obj
+                self.objects[key] = stripped(obj)
             else:
                 self.objects.pop(key, None)
 
@@ -96,7 +104,7 @@ class Store:
         """A copy (callers mutate what they read), or None."""
         with self.lock:
             found = self.objects.get((namespace or "", name))
-        return copy.deepcopy(found) if found is not None else None
+        return json_copy(found) if found is not None else None
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -163,7 +171,7 @@ class CachedReads:
         if store is not None and desired_digest is not None:
             unchanged = store.unchanged_by(obj, desired_digest)
             if unchanged is not None:
-                return copy.deepcopy(unchanged)
+                return json_copy(unchanged)
         applied = self.api.apply(obj, field_manager)
         self._remember(resource, applied)
         if store is not None and desired_digest is not None and isinstance(applied, dict):

@@ -12,12 +12,12 @@ front end (catalog lint) can say the same finding in its own words.
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from trainyard.k8s import json_copy
 from trainyard.problems import MISSING, FieldError, render_value
 
 
@@ -49,7 +49,7 @@ def to_openapi(schema: Any) -> Any:
 
 def apply_defaults(schema: dict, value: Any) -> Any:
     """Return a copy of `value` with schema defaults filled in where a parent object exists."""
-    value = copy.deepcopy(value)
+    value = json_copy(value)
     _default(schema, value)
     return value
 
@@ -58,7 +58,7 @@ def _default(schema: dict, value: Any) -> None:
     if isinstance(value, dict):
         for name, sub in schema.get("properties", {}).items():
             if name not in value and "default" in sub:
-                value[name] = copy.deepcopy(sub["default"])
+                value[name] = json_copy(sub["default"])
             if name in value:
                 _default(sub, value[name])
         extra = schema.get("additionalProperties")
@@ -73,7 +73,7 @@ def _default(schema: dict, value: Any) -> None:
 def prune(schema: dict, value: Any) -> tuple[Any, list[str]]:
     """Drop fields the schema does not know (API server pruning); return the value and their paths."""
     unknown: list[str] = []
-    return _prune(schema, copy.deepcopy(value), "", unknown), unknown
+    return _prune(schema, json_copy(value), "", unknown), unknown
 
 
 def _prune(schema: dict, value: Any, path: str, unknown: list[str]) -> Any:

@@ -74,3 +74,18 @@ def test_catalog_lint_reports_the_typo():
     rt = runtime([node_job({"template": {"spec": pod}})])
     findings = [str(f) for f in check_schema(rt, load_controller_checks())]
     assert any("Kubernetes schema" in f and "schedulerNamee" in f for f in findings), findings
+
+
+def test_json_copy_is_a_deep_copy_of_json_shaped_data():
+    import datetime
+
+    from trainyard.k8s import json_copy
+
+    when = datetime.datetime(2026, 1, 1)
+    original = {"a": [{"b": 1}, [2, {"c": None}]], "d": "x", "e": 1.5, "f": True, "when": when}
+    copied = json_copy(original)
+    assert copied == original
+    copied["a"][0]["b"] = 9
+    copied["a"][1][1]["c"] = "changed"
+    assert original["a"] == [{"b": 1}, [2, {"c": None}]], "nothing shared but immutable leaves"
+    assert copied["when"] is when

@@ -50,6 +50,19 @@ def test_snapshot_holds_runtime_yaml_and_later_builds_use_it():
     assert container(the_jobset(build(trainjob(), edited)), "node")["image"] == "edited"
 
 
+@pytest.mark.parametrize("runtime_name", ["torchtune-llama3.2-1b", "mpich-distributed", "torch-distributed-topology"])
+def test_the_snapshot_text_is_what_pyyaml_itself_writes(runtime_name):
+    """libyaml writes the snapshot (speed); its text must stay PyYAML's, byte for byte (the seal covers it)."""
+    from trainyard.runtimes.publish import cluster_runtimes_of
+    from trainyard.runtimes.store import load_catalog
+
+    (rt,) = cluster_runtimes_of(load_catalog(), "1.2.0", runtime_name)
+    rt["metadata"]["annotations"] = {"note": "ünïcode, quotes ' \" and a: colon", "long": "x " * 120}
+    text = build(trainjob(runtime_name=runtime_name), rt)[0]["data"]["runtime"]
+    assert "note:" in text and "long:" in text
+    assert text == yaml.dump(yaml.safe_load(text), Dumper=yaml.SafeDumper, sort_keys=True)
+
+
 def test_snapshot_of_another_trainjob_is_rejected():
     snapshot = build(trainjob(), runtime())[0]
     snapshot["metadata"]["ownerReferences"][0]["uid"] = "someone-else"

@@ -70,6 +70,22 @@ def test_stores_keep_only_configmaps_and_secrets_a_trainjob_controls_and_hand_ou
     assert store.get("mine", "ns")["metadata"]["name"] == "mine"
 
 
+def test_stores_drop_managed_fields_whichever_way_an_object_arrives():
+    """No reconcile reads managedFields: listed, watched and written objects are held without them."""
+    def with_fields(name):
+        obj = config_map(name, owned=True)
+        obj["metadata"]["managedFields"] = [{"manager": "trainer", "fieldsV1": {"f:data": {}}}]
+        return obj
+
+    store = Store(RESOURCES["ConfigMap"], keep=is_controlled_by_a_trainjob)
+    store.replace([with_fields("listed")])
+    store.put(with_fields("watched"))
+    store.put(with_fields("written"), only_if_newer=True)
+    for name in ("listed", "watched", "written"):
+        kept = store.get(name, "ns")
+        assert kept["metadata"]["name"] == name and "managedFields" not in kept["metadata"]
+
+
 class ListThenWatch:
     """An API that lists `items` and then streams `events` on the watch."""
 
