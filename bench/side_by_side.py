@@ -18,8 +18,12 @@ For each controller (trainyard, upstream trainer-controller-manager), once at th
 
 Results: JSON (`--out DIR`/side_by_side.json), a table on stdout, and a PNG of completed TrainJobs over time.
 
+With `--profile`, py-spy samples trainyard's controller from its start to the end of the stream (100 Hz, the
+thread holding the GIL: where its CPU goes, not where it waits); the top functions by self and total share are printed and written to the JSON
+(`profile_top`), the collapsed stacks to `--out`/profile-<run>.txt.
+
 Usage: .venv/bin/python bench/side_by_side.py [--count 1000] [--stream 200] [--rate 20] [--controllers trainyard,upstream]
-       [--limits shipped|unlimited|both] [--out bench/out] [--keep]
+       [--limits shipped|unlimited|both] [--out bench/out] [--keep] [--profile]
 It starts its own cluster (name trainyard-sbs, ports from 29400) and stops it afterwards.
 """
 
@@ -27,6 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -38,6 +45,7 @@ from trainyard import k8s as K
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.profiles import ProfileEntry, format_entries, parse_collapsed, top_entries
 from trainyard.stats import percentile
 from trainyard.cluster.trainer_controllers import PROCESS, stop_trainjob_controller, switch_trainjob_controller
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
@@ -138,6 +146,30 @@ def process_usage(pid: int) -> tuple[float, float]:
     peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                 if line.startswith("VmHWM:"))
     return cpu, peak / 1024
+
+
+class RssTrace:
+    """The controller's resident memory (VmRSS, MiB) every half second, to see when its peak comes."""
+
+    def __init__(self, pid: int, started: float):
+        self.points: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, args=(pid, started), daemon=True)
+        self.thread.start()
+
+    def _sample(self, pid: int, started: float) -> None:
+        while not self.stop.wait(0.5):
+            try:
+                kib = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                           if line.startswith("VmRSS:"))
+            except (OSError, StopIteration):
+                return
+            self.points.append((round(time.monotonic() - started, 1), round(kib / 1024, 1)))
+
+    def finish(self) -> list[tuple[float, float]]:
+        self.stop.set()
+        self.thread.join()
+        return self.points
 
 
 class ChildWatch:
@@ -242,7 +274,31 @@ def clean_up(custom, core, namespace: str) -> None:
     core.delete_namespace(namespace)
 
 
-def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: int, stream: int, rate: float) -> dict:
+class Sampler:
+    """py-spy recording a live process into collapsed stacks until `stop()`."""
+
+    def __init__(self, pid: int, path: Path):
+        py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        if not py_spy:
+            raise SystemExit("--profile needs py-spy in the venv (it is in the test extra: make dev)")
+        self.path = path
+        self.process = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "100", "--gil", "--format", "raw",
+                                         "--nolineno", "--output", str(path)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> dict:
+        self.process.send_signal(signal.SIGINT)
+        _, err = self.process.communicate(timeout=120)
+        if not self.path.is_file():
+            raise RuntimeError(f"py-spy wrote no profile: {err.strip()[-400:]}")
+        stacks = parse_collapsed(self.path.read_text())
+        return {"samples": sum(stacks.values()),
+                **{f"by_{by}": [{"function": e.function, "self": round(e.self_share, 4), "total": round(e.total_share, 4)}
+                                for e in top_entries(stacks, 20, by)] for by in ("self", "total")}}
+
+
+def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: int, stream: int, rate: float,
+            profile_dir: Path | None = None) -> dict:
     label = f"{which}{' unlimited' if unlimited else ''}"
     print(f"# {label}: {count} TrainJobs pre-created, then a stream of {stream} at {rate}/s", file=sys.stderr)
     stop_trainjob_controller(CLUSTER.name)
@@ -256,6 +312,11 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     before = request_counts(api_client)
     started = time.monotonic()
     pid = start_controller(which, unlimited)
+    rss = RssTrace(pid, started)
+    sampler = None
+    if profile_dir is not None and which == "trainyard":
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        sampler = Sampler(pid, profile_dir / f"profile-{label.replace(' ', '-')}.txt")
     drained = watcher.wait(drain_names, timeout=1800)
     drain_seconds = max(watcher.done.get(n, time.monotonic()) for n in drain_names) - started
 
@@ -268,6 +329,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     watcher.wait(stream_names, timeout=600)
     latencies = [watcher.done[n] - created[n] for n in stream_names if n in watcher.done]
     cpu, peak = process_usage(pid) if pid_alive(pid) else (float("nan"), float("nan"))
+    profile = sampler.stop() if sampler else None
+    rss_points = rss.finish()
     own = own_requests(which)
     after = request_counts(api_client)
     watcher.stop.set()
@@ -293,6 +356,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
         "writes_per_trainjob": round(writes, 2),
         "cpu_seconds_per_trainjob": round(cpu / total, 4), "peak_rss_mib": round(peak, 1),
         "completed_over_time": curve,
+        "rss_mib_over_time": rss_points,
+        **({"profile_top": profile} if profile else {}),
     }
 
 
@@ -338,6 +403,7 @@ def main() -> int:
     parser.add_argument("--limits", choices=("shipped", "unlimited", "both"), default="both")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    parser.add_argument("--profile", action="store_true", help="sample trainyard's controller with py-spy")
     args = parser.parse_args()
     ensure_built(*local.REQUIRED_TOOLS, "kubeflow-trainer")
     if local.is_running(CLUSTER.name):
@@ -350,7 +416,8 @@ def main() -> int:
         runs = [(which, unlimited) for which in args.controllers.split(",") for unlimited in
                 {"shipped": (False,), "unlimited": (True,), "both": (False, True)}[args.limits]]
         for index, (which, unlimited) in enumerate(runs):
-            results.append(run_one(clients, which, unlimited, index, args.count, args.stream, args.rate))
+            results.append(run_one(clients, which, unlimited, index, args.count, args.stream, args.rate,
+                                   args.out if args.profile else None))
     finally:
         if not args.keep:
             local.down(CLUSTER.name, echo=lambda *_: None)
@@ -365,6 +432,10 @@ def main() -> int:
     for r in results:
         print(f"{r['controller']} ({r['limits']}): " + ", ".join(f"{k} {v}" for k, v in r["requests_per_trainjob"].items()))
         print("  its own requests per TrainJob: " + ", ".join(f"{k} {v}" for k, v in r["own_requests_per_trainjob"].items()))
+        if "profile_top" in r:
+            for by in ("self", "total"):
+                entries = [ProfileEntry(e["function"], e["self"], e["total"]) for e in r["profile_top"][f"by_{by}"]]
+                print(f"  profile ({r['profile_top']['samples']} samples), top by {by}:\n" + format_entries(entries[:15]))
     return 0
 
 

@@ -37,7 +37,7 @@ class Failure:
 
 
 def api_failure(exc) -> Failure:
-    """An ApiException (status, reason, body) as the API server phrased it."""
+    """An ApiError (status, reason, body) as the API server phrased it."""
     message = ""
     try:
         message = (json.loads(exc.body or "{}") or {}).get("message", "")

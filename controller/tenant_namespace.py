@@ -46,6 +46,7 @@ from . import constants as C
 from . import k8s
 from .errors import ValidationError
 from .schema import FieldError
+from .status import condition_true
 
 QUEUE = K.VOLCANO_QUEUE_ANNOTATION
 
@@ -102,9 +103,7 @@ def tenant_runtime_document(runtime: dict, namespace: dict | None) -> dict:
 
 def failed_pod_group(trainjob: dict, existing: Iterable[dict], namespace: dict | None) -> dict | None:
     """The Volcano PodGroup to delete: the one of a Failed TrainJob (with its new status) in a tenant namespace."""
-    status = trainjob.get("status") or {}
-    failed = any(c.get("type") == C.COND_FAILED and c.get("status") == "True" for c in status.get("conditions") or [])
-    if not failed or tenant_policy(namespace).queue is None:
+    if not condition_true(trainjob.get("status") or {}, C.COND_FAILED) or tenant_policy(namespace).queue is None:
         return None
     return k8s.find_object(list(existing), "PodGroup", k8s.name_of(trainjob), k8s.namespace_of(trainjob),
                            api_group=K.VOLCANO_GROUP)

@@ -24,6 +24,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+import orjson
+
 
 IDENTITY = ("apiVersion", "kind", "metadata")  # same object by key and uid; metadata compared on its own
 
@@ -45,8 +47,8 @@ class AppliedAs:
 
 def digest(obj: dict, basis: str = "") -> str:
     """What identifies one apply: the configuration and what it was built from."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n" + basis
-    return hashlib.sha256(text.encode()).hexdigest()
+    text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) + b"\n" + basis.encode()
+    return hashlib.sha256(text).hexdigest()
 
 
 def edit_basis(trainjob: dict) -> str:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard import k8s as K
 
 from .. import k8s
 from ..gang_pending import EVENT_REASON, GangPending, event_message, event_name, gang_pending, waiting
 from .apiserver import RESOURCES, ApiView
+from .transport import ApiError
 
 
 def _pod_group_events(api: ApiView, group: dict) -> list[dict]:
     selector = f"involvedObject.kind=PodGroup,involvedObject.name={k8s.name_of(group)}"
     try:
         return api.list(RESOURCES["Event"], k8s.namespace_of(group), field_selector=selector).get("items") or []
-    except ApiException as exc:
+    except ApiError as exc:
         if exc.status == 403:  # a controller deployed without `list events`: the condition alone
             return []
         raise

@@ -7,12 +7,11 @@ import threading
 import time
 from typing import Callable
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard.k8s import resource_version
 
 from .apiserver import ApiServer, Resource
 from .cache import Store, object_key
+from .transport import ApiError
 
 log = logging.getLogger("trainyard.controller")
 
@@ -117,7 +116,7 @@ class Informer:
                     cause = "expired"
                 elif self.clock() - listed_at >= self.resync_seconds:
                     cause = "resync"
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status == 404:  # CRD not installed (e.g. no coscheduling): none exist; check again later
                     self.store.replace([])
                     cause = cause or "initial"

@@ -14,11 +14,10 @@ import threading
 import time
 import uuid
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard.timestamps import format_micro_time, parse_time, utc_now
 
 from .apiserver import RESOURCES, ApiServer
+from .transport import ApiError
 
 log = logging.getLogger("trainyard.controller.leader")
 
@@ -77,7 +76,7 @@ class LeaderElector:
                 self.api.create(body)
             else:
                 self.api.replace(body)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status in (409, 422):  # someone else won the race
                 return False
             raise
@@ -114,7 +113,7 @@ class LeaderElector:
         while not stop.is_set():
             try:
                 ok = self.try_acquire_or_renew()
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status == 404:
                     log.warning("lease namespace %s does not exist: create it, or pass --lease-namespace",
                                 self.namespace)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from trainyard import k8s as K
@@ -30,6 +29,7 @@ from .cache import CachedReads, Store
 from .informer import LISTED, Informer
 from .leader import LeaderElector
 from .reconciler import owner_trainjob, reconcile
+from .transport import ApiError
 from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")
@@ -73,7 +73,7 @@ def snapshot_seal_key(api: ApiServer, namespace: str) -> bytes:
                   "data": {SEAL_SECRET_KEY: base64.b64encode(secrets.token_bytes(32)).decode()}}
         try:
             api.create(secret)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 409:
                 raise
     raise RuntimeError(f"cannot read or create Secret {namespace}/{SEAL_SECRET} (the runtime-snapshot seal key)")

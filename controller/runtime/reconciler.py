@@ -21,8 +21,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kubernetes.client.exceptions import ApiException
-
 from types import ModuleType
 from typing import Sequence
 
@@ -42,6 +40,7 @@ from ..tenant_namespace import failed_pod_group, tenant_runtime_document
 from . import gang_events
 from .apiserver import RESOURCES, ApiView, Resource, resource_for
 from .apply_record import edit_basis
+from .transport import ApiError
 
 log = logging.getLogger("trainyard.controller")
 
@@ -129,7 +128,7 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
                     applied.append(_key(obj))
     except ControllerError as exc:
         failure, error = failures.build_failure(str(exc), _runtime_missing(trainjob, runtime, has_snapshot)), exc
-    except ApiException as exc:
+    except ApiError as exc:
         if exc.status in TRANSIENT_API_STATUSES:
             raise
         failure, error = failures.api_failure(exc), exc
@@ -169,7 +168,7 @@ def _namespace(api: ApiView, namespace: str) -> list[dict]:
     e.g. a controller deployed without the right to get namespaces: then nothing is defaulted."""
     try:
         found = _get_typed(api, RESOURCES["Namespace"], namespace, None)
-    except ApiException as exc:
+    except ApiError as exc:
         if exc.status != 403:
             raise
         log.warning("cannot read namespace %s (forbidden): no tenant queue/priority defaults", namespace)
@@ -188,7 +187,7 @@ def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list
         return None
     try:
         quotas = api.list(RESOURCES["ResourceQuota"], namespace).get("items") or []
-    except ApiException as exc:
+    except ApiError as exc:
         if exc.status != 403:
             raise
         return None  # not allowed to read quotas: the Job controller's refusal stays the only report

@@ -19,8 +19,6 @@ import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard.errors import TrainyardError
 from trainyard.k8s import TRAINER_API_VERSION, TRAINJOBS
 
@@ -28,6 +26,7 @@ from trainyard import k8s as K
 from .. import constants as C
 from .https_server import serve_https
 from ..plugins.trainjobstatus import token_audience
+from .transport import ApiError
 
 log = logging.getLogger("trainyard.status")
 
@@ -155,12 +154,12 @@ class StatusServer:
             return 200, {}
         try:
             self.apply_status(status_apply_body(namespace, name, update))
-        except ApiException as exc:
+        except ApiError as exc:
             return _api_failure(exc)
         return 200, update
 
 
-def _api_failure(exc: ApiException) -> tuple[int, dict]:
+def _api_failure(exc: ApiError) -> tuple[int, dict]:
     if exc.status in (400, 422):
         try:
             message = json.loads(exc.body or "{}").get("message") or ""

@@ -17,12 +17,11 @@ import json
 import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from kubernetes.client.exceptions import ApiException
-
 from ..admission import admission_review_response
 from ..webhook_configuration import VALIDATE_PATH
 from .apiserver import RESOURCES, ApiView
 from .https_server import serve_https
+from .transport import ApiError
 
 log = logging.getLogger("trainyard.controller.webhook")
 
@@ -35,14 +34,14 @@ def make_lookup(api: ApiView):
         if name is None:  # a list: the namespace's ResourceQuotas
             try:
                 items = api.list(resource, namespace).get("items") or []
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status != 403:
                     raise
                 return []  # not allowed to list them: the reconcile's preflight still reports the quota
             return [{**item, "kind": kind, "apiVersion": resource.api_version} for item in items]
         try:
             obj = api.get(resource, name, namespace if resource.namespaced else None)
-        except ApiException as exc:
+        except ApiError as exc:
             if kind != "Namespace" or exc.status != 403:
                 raise
             # deployed without the right to read namespaces: no tenant checks (the queue guard still holds)

@@ -2,7 +2,7 @@
 the CLI and the benchmarks): API groups and versions, well-known labels and annotations, resource
 quantities, and read access to a JobSet's replicated jobs.
 
-Pure and dependency-free (besides the `kubernetes` client's quantity arithmetic), so any package
+Pure and dependency-free, so any package (the controller process included, which must stay small)
 imports it without a cycle. Tests keep literal strings where they state what the API must show.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, localcontext
 from fractions import Fraction
-
-from kubernetes.utils import parse_quantity as _k8s_parse_quantity
 
 from trainyard.errors import InputError
 
@@ -114,6 +113,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
             "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
             "P": Fraction(10**15), "E": Fraction(10**18)}
+_DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
                     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
 """The CRD's (and apimachinery's) quantity grammar: what the API server accepts, nothing more."""
@@ -130,8 +130,8 @@ def resource_version(obj: dict | None) -> str | None:
 
 def parse_quantity(value: object, field: str = "quantity") -> Fraction:
     """Parse '500m', '16Gi', 2, '1e3' into an exact number as the API server does; raise InputError naming
-    `field` otherwise. The arithmetic is the `kubernetes` client's parser; the grammar check in front of
-    it refuses what that parser is lenient about ('1K', '1_000', 'NaN', ' 2 ')."""
+    `field` otherwise. The grammar check comes first: it refuses what a bare Decimal would accept
+    ('1K', '1_000', 'NaN', ' 2 ')."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InputError(f"invalid quantity {value!r}; {_HINT}", field)
     text = value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
@@ -139,12 +139,23 @@ def parse_quantity(value: object, field: str = "quantity") -> Fraction:
         raise InputError(f"invalid quantity {value!r}: not in the Kubernetes quantity grammar (the API server "
                          f"refuses it); {_HINT}", field)
     try:
-        amount = _k8s_parse_quantity(text)
-    except (ValueError, ArithmeticError):
+        amount = _decimal_quantity(text)
+    except ArithmeticError:  # decimal.InvalidOperation ('1e1.5': a fractional exponent) and overflow
         amount = None
     if amount is None or not amount.is_finite() or abs(amount.adjusted()) > MAX_EXPONENT:
         raise InputError(f"invalid quantity {value!r}: out of range (at most 10^{MAX_EXPONENT}); {_HINT}", field)
     return Fraction(amount)
+
+
+def _decimal_quantity(text: str) -> Decimal:
+    """The amount of a grammatical quantity: its number times its suffix's factor (1Ki = 1024, 1k = 1000,
+    1e3 = 1000; 'E' alone is exa, 'E' followed by digits an exponent)."""
+    with localcontext(prec=200):  # exact for any mantissa a manifest holds (the default context rounds at 28)
+        if text[-2:] in _BINARY:
+            return Decimal(text[:-2]) * _BINARY[text[-2:]]
+        if text[-1] in _DECIMAL_EXPONENT:
+            return Decimal(text[:-1]).scaleb(_DECIMAL_EXPONENT[text[-1]])
+        return Decimal(text)
 
 
 def quantity_or_none(value: object) -> Fraction | None:

@@ -121,10 +121,9 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
 def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_of_failing(cluster, shared, classes):
     """An in-cluster controller deployed without `get namespaces`: the webhook's Namespace lookup degrades to
     "no tenant policy" (the queue guard still holds) rather than refusing every TrainJob; other lookups still fail."""
-    from kubernetes.client.exceptions import ApiException
-
     from trainyard.cluster.local import user_kubeconfig
     from trainyard.controller.runtime.apiserver import ApiServer
+    from trainyard.controller.runtime.transport import ApiError
     from trainyard.controller.runtime.webhook_server import make_lookup
 
     tenant = tenant_with(cluster, classes)
@@ -134,7 +133,7 @@ def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_o
         user, group = tenant.user
         restricted = make_lookup(ApiServer.from_kubeconfig(str(user_kubeconfig(cluster.name, user, (group,)))))
         assert restricted("Namespace", tenant.ns) is None
-        with pytest.raises(ApiException) as refused:
+        with pytest.raises(ApiError) as refused:
             restricted("Queue", tenant.queue)
         assert refused.value.status == 403
     finally:

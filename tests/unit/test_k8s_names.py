@@ -50,7 +50,12 @@ def test_api_groups_and_labels_are_spelled_only_in_trainyard_k8s():
     assert literal_spellings() == []
 
 
-@pytest.mark.parametrize("text, amount", [("500m", Fraction(1, 2)), ("16Gi", 16 * 2**30), (2, 2), ("1e3", 1000)])
+@pytest.mark.parametrize("text, amount", [
+    ("500m", Fraction(1, 2)), ("16Gi", 16 * 2**30), (2, 2), ("1e3", 1000), ("1E", 10**18), ("1E3", 1000),
+    ("12E-2", Fraction(12, 100)), ("2.5k", 2500), (".5", Fraction(1, 2)), ("-2Mi", -2 * 2**20), ("3u", Fraction(3, 10**6)),
+    ("1.", 1), (0.25, Fraction(1, 4)),
+    # exact beyond the default decimal context's 28 digits
+    ("1234567890123456789012345678901234.5n", Fraction(12345678901234567890123456789012345, 10**10))])
 def test_quantities(text, amount):
     assert k8s.parse_quantity(text) == amount
     assert k8s.quantity_or_none(text) == amount
@@ -60,6 +65,12 @@ def test_bad_quantity_names_the_field_and_the_fix():
     with pytest.raises(InputError, match=r"^spec.x: invalid quantity '1K'.*use a number or a string"):
         k8s.parse_quantity("1K", "spec.x")
     assert k8s.quantity_or_none("NaN") is None
+
+
+@pytest.mark.parametrize("text", ["1e1.5", "1e99", "1e-99", "1e999999999"])
+def test_quantities_out_of_range_or_with_a_fractional_exponent_are_refused(text):
+    with pytest.raises(InputError, match=r"^spec.x: invalid quantity .*out of range"):
+        k8s.parse_quantity(text, "spec.x")
 
 
 def test_replicated_job_access_reads_through_bad_levels():

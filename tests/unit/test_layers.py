@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
                 "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
-                "trainyard.waiting", "trainyard.stats")),
+                "trainyard.waiting", "trainyard.stats", "trainyard.profiles")),
     ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields", "trainyard.images")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),

@@ -9,12 +9,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard import k8s as K
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
+from trainyard.controller.runtime.transport import ApiError
 from trainyard.errors import TrainyardError
 
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
@@ -43,7 +42,7 @@ def _items(api: ApiServer, resource: Resource, namespace: str | None = None, fie
            optional: bool = False) -> list[dict]:
     try:
         found = api.list(resource, namespace, field_selector=field_selector).get("items") or []
-    except ApiException as exc:
+    except ApiError as exc:
         if optional and exc.status in (403, 404):  # CRD not installed, or not allowed: the report does without
             return []
         raise
@@ -101,7 +100,7 @@ def connect(kubeconfig: str | None) -> ApiServer:
     return ApiServer.from_kubeconfig(kubeconfig or default_kubeconfig())
 
 
-def _message(exc: ApiException) -> str:
+def _message(exc: ApiError) -> str:
     try:
         return (json.loads(exc.body or "{}") or {}).get("message") or f"{exc.status} {exc.reason}"
     except (TypeError, ValueError):
@@ -119,7 +118,7 @@ def dry_run_create(api: ApiServer, obj: dict, resource: Resource) -> str | None:
     body.pop("status", None)
     try:
         api._call("POST", resource.path(meta.get("namespace")), body=body, query={"dryRun": "All"})
-    except ApiException as exc:
+    except ApiError as exc:
         return _message(exc)
     return None
 
@@ -133,7 +132,7 @@ def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
 def namespace_object(api: ApiServer, namespace: str) -> list[dict]:
     try:
         found = api.get(Resource("v1", "Namespace", "namespaces", namespaced=False), namespace)
-    except ApiException as exc:
+    except ApiError as exc:
         if exc.status == 403:
             return []
         raise

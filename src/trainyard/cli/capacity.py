@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from kubernetes.client.exceptions import ApiException
 
 from trainyard import yaml_input
 from trainyard.capacity.fit_check import EXIT_REFUSED, run_fit
+from trainyard.controller.runtime.transport import ApiError
 from trainyard.errors import TrainyardError
 
 # The commands are defined on this group and added to the top-level app by `register` (top-level commands).
@@ -28,7 +28,7 @@ def _load_trainjob(path: Path) -> dict:
     return found[0]
 
 
-def _api_error(exc: ApiException) -> str:
+def _api_error(exc: ApiError) -> str:
     from trainyard.capacity.live import _message
 
     return _message(exc)
@@ -53,7 +53,7 @@ def fit_command(
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(EXIT_REFUSED)
-    except ApiException as exc:
+    except ApiError as exc:
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(EXIT_REFUSED)
     if output == "json":
@@ -78,7 +78,7 @@ def report_command(
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(2)
-    except ApiException as exc:
+    except ApiError as exc:
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(2)
     report = build_report(snap)

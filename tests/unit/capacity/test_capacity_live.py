@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from trainyard.capacity import live
+from trainyard.controller.runtime.transport import ApiError
 
 
 class Recorder:
-    def __init__(self, error: ApiException | None = None):
+    def __init__(self, error: ApiError | None = None):
         self.calls, self.error = [], error
 
     def _call(self, method, path, body=None, query=None, **_):
@@ -34,7 +34,7 @@ def test_dry_run_create_sends_generate_name_and_dry_run_all():
 
 
 def test_dry_run_refusal_is_the_api_servers_message():
-    exc = ApiException(status=403, reason="Forbidden")
+    exc = ApiError(status=403, reason="Forbidden")
     exc.body = json.dumps({"message": "exceeded quota: tenant-quota"})
     assert live.dry_run_create(Recorder(exc), {"metadata": {"name": "x", "namespace": "n"}}, live.TRAINJOBS) == \
         "exceeded quota: tenant-quota"

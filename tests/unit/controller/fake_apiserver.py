@@ -10,13 +10,12 @@ import builtins
 import copy
 import json
 
-from kubernetes.client.exceptions import ApiException
-
 from trainyard.controller.runtime.apiserver import ApiView, Resource, resource_for
+from trainyard.controller.runtime.transport import ApiError
 
 
-def api_error(status: int, message: str = "") -> ApiException:
-    error = ApiException(status=status, reason={403: "Forbidden", 409: "Conflict", 500: "Internal Server Error"}.get(status, ""))
+def api_error(status: int, message: str = "") -> ApiError:
+    error = ApiError(status=status, reason={403: "Forbidden", 409: "Conflict", 500: "Internal Server Error"}.get(status, ""))
     error.body = json.dumps({"message": message or f"error {status}"})
     return error
 

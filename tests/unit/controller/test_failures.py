@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from trainyard.controller import failures
 from trainyard.controller.failures import Failure
+from trainyard.controller.runtime.transport import ApiError
 
 COND = "ResourcesCreationFailed"
 NOW, LATER = "2025-01-01T00:00:00Z", "2025-01-01T00:05:00Z"
@@ -14,7 +14,7 @@ SUSPENDED = {"type": "Suspended", "status": "True", "reason": "Suspended", "mess
 
 
 def api_exception(status, body):
-    exc = ApiException(status=status, reason="Forbidden")
+    exc = ApiError(status=status, reason="Forbidden")
     exc.body = body
     return exc
 

@@ -191,3 +191,19 @@ def test_watch_events_always_replace():
     store.put(_jobset("11"))
     store.put(_jobset("10"))  # the watch is the order of record
     assert store.get("tj", "ns")["metadata"]["resourceVersion"] == "10"
+
+
+def test_a_stored_object_takes_about_its_json_length_in_memory():
+    """orjson returns its write buffer (4 KiB at least); a store of thousands of children must hold only the JSON."""
+    import tracemalloc
+
+    store = Store(RESOURCES["ConfigMap"])
+    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}", "namespace": "ns"},
+                "data": {"runtime": "x" * 1500}} for i in range(200)]
+    tracemalloc.start()
+    for obj in objects:
+        store.put(obj)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert held / len(objects) < 2500, held / len(objects)  # ~1.6 KB of JSON each, plus the key and dict slot
+    assert store.get("cm-7", "ns")["metadata"]["name"] == "cm-7"

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS, TokenBucket, client_limiter
+from trainyard.controller.runtime.apiserver import limit_kind
+from trainyard.controller.runtime.ratelimit import (
+    UPSTREAM_BURST,
+    UPSTREAM_QPS,
+    PerKindLimits,
+    TokenBucket,
+    client_limiter,
+)
 
 
 class SimulatedClock:
@@ -60,4 +67,38 @@ def test_a_bucket_refuses_limits_that_mean_nothing(qps, burst):
 def test_shipped_defaults_are_upstreams_and_a_negative_qps_means_no_limit():
     assert (UPSTREAM_QPS, UPSTREAM_BURST) == (50.0, 100)  # trainer's config defaults (clientConnection)
     assert client_limiter(-1, 100) is None
-    assert client_limiter(UPSTREAM_QPS, UPSTREAM_BURST).qps == 50.0
+    limits = client_limiter(UPSTREAM_QPS, UPSTREAM_BURST)
+    assert limits is not None and (limits.qps, limits.burst) == (50.0, 100)
+
+
+def test_each_kind_has_its_own_bucket_as_upstreams_rest_clients_do():
+    clock = SimulatedClock()
+    limits = PerKindLimits(10, 10, clock=clock, sleep=clock.sleep)
+    for _ in range(10):  # one kind's burst ...
+        limits.acquire("apis/trainer.kubeflow.org/v1alpha1/trainjobs")
+    for _ in range(10):  # ... leaves another kind's untouched
+        limits.acquire("apis/jobset.x-k8s.io/v1alpha2/jobsets")
+    assert clock.now == 0.0
+    limits.acquire("apis/trainer.kubeflow.org/v1alpha1/trainjobs")  # the first kind now waits
+    assert clock.now == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="qps > 0"):
+        PerKindLimits(0, 10)
+
+
+TJ = "/apis/trainer.kubeflow.org/v1alpha1"
+
+
+@pytest.mark.parametrize("method, path, kind", [
+    ("PATCH", f"{TJ}/namespaces/ns/trainjobs/tj", "apis/trainer.kubeflow.org/v1alpha1/trainjobs"),
+    ("PATCH", f"{TJ}/namespaces/ns/trainjobs/tj/status", "apis/trainer.kubeflow.org/v1alpha1/trainjobs"),
+    ("GET", f"{TJ}/namespaces/ns/trainjobs/tj", "apis/trainer.kubeflow.org/v1alpha1/trainjobs"),
+    ("GET", f"{TJ}/namespaces/ns/trainjobs", "apis/trainer.kubeflow.org/v1alpha1/trainjobs list"),
+    ("WATCH", f"{TJ}/trainjobs", "apis/trainer.kubeflow.org/v1alpha1/trainjobs list"),
+    ("POST", "/api/v1/namespaces/ns/events", "api/v1/events"),
+    ("GET", "/api/v1/namespaces/ns", "api/v1/namespaces"),
+    ("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/p",
+     "apis/scheduling.volcano.sh/v1beta1/podgroups"),
+    ("PATCH", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/p", "apis/scheduling.x-k8s.io/v1alpha1/podgroups"),
+], ids=lambda v: v if v in ("PATCH", "GET", "WATCH", "POST") else None)
+def test_requests_draw_from_the_bucket_of_their_group_version_and_kind(method, path, kind):
+    assert limit_kind(method, path) == kind

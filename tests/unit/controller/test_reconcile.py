@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from trainyard.controller.errors import BuildError, PreflightError
 from trainyard.controller.runtime.reconciler import reconcile
+from trainyard.controller.runtime.transport import ApiError
 from trainyard.controller.snapshot import build_snapshot
 from trainyard.controller.status import find_condition
 
@@ -164,10 +164,10 @@ CASES = [
     Case("unreadable Namespace: no tenant defaults", trainjob(), [VOLCANO_RT, tenant_namespace(queue="team-q")],
          [SNAPSHOT, "PodGroup/tj", "JobSet/tj"], errors={("get", "Namespace"): api_error(403)},
          check=_forbidden_namespace_no_default),
-    Case("apply refused: ApplyFailed", trainjob(), [TORCH], [SNAPSHOT, "JobSet/tj"], raises=ApiException,
+    Case("apply refused: ApplyFailed", trainjob(), [TORCH], [SNAPSHOT, "JobSet/tj"], raises=ApiError,
          errors={("apply", "JobSet"): api_error(500, "admission webhook denied")},
          condition=("ResourcesCreationFailed", "True", "ApplyFailed"), check=_one_event),
-    Case("conflict: retried without a status write", trainjob(), [TORCH], [SNAPSHOT], raises=ApiException,
+    Case("conflict: retried without a status write", trainjob(), [TORCH], [SNAPSHOT], raises=ApiError,
          errors={("apply", "ConfigMap"): api_error(409)}, check=_nothing_written),
     # an Inqueue Volcano group keeps its minResources reserved in the queue after its pods ended
     Case("tenant: a failed TrainJob's Volcano PodGroup is released", finished(trainjob()),

@@ -4,9 +4,9 @@ refuses writes before they leave the process, and still reads (the reliability s
 from __future__ import annotations
 
 import pytest
-from kubernetes import client
 
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, NotLeader, resource_of_path
+from trainyard.controller.runtime.transport import ClusterAccess, Transport
 
 TRAINJOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": "tj", "namespace": "ns"}, "spec": {}}
@@ -14,10 +14,7 @@ TRAINJOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
 
 def unreachable_api() -> ApiServer:
     """An API server address nothing listens on: any request that is sent fails with a connection error."""
-    configuration = client.Configuration()
-    configuration.host = "http://127.0.0.1:9"
-    configuration.retries = False
-    return ApiServer(client.ApiClient(configuration))
+    return ApiServer(Transport(ClusterAccess(server="http://127.0.0.1:9")))
 
 
 @pytest.mark.parametrize("write", [

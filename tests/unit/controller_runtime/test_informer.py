@@ -9,11 +9,11 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from trainyard import k8s as K
 from trainyard.controller.runtime.apiserver import RESOURCES
 from trainyard.controller.runtime.informer import Informer
+from trainyard.controller.runtime.transport import ApiError
 
 
 def obj(name: str, rv: str) -> dict:
@@ -65,7 +65,7 @@ CASES = [
      [LIST_1, LIST_2], [[("ERROR", {"code": 410, "reason": "Expired"})], []],
      ["10", "50", "50"], [("LISTED", "a"), ("LISTED", "a"), ("ADDED", "b")], ["expired"]),
     ("410 Gone as an HTTP error relists too",
-     [LIST_1, LIST_2], [ApiException(status=410, reason="Gone"), []],
+     [LIST_1, LIST_2], [ApiError(status=410, reason="Gone"), []],
      ["10", "50", "50"], [("LISTED", "a"), ("LISTED", "a"), ("ADDED", "b")], ["expired"]),
     ("a relist reports what changed or vanished during the gap",
      [LIST_2, {"metadata": {"resourceVersion": "60"}, "items": [obj("a", "55")]}],
