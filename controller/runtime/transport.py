@@ -2,14 +2,18 @@
 
 The controller sends JSON it builds itself and reads JSON back; it needs a connection pool, TLS and a
 bearer token or client certificate, nothing of the `kubernetes` client's generated models (importing
-them costs the process 40 MiB and a third of a second). What a kubeconfig can say beyond this (exec
-plugins, auth providers, proxies) is refused by name instead of ignored.
+them costs the process 40 MiB and a third of a second). Exec credential plugins (`aws eks get-token`,
+`gke-gcloud-auth-plugin`, ...) are run as kubectl runs them, for their token; what a kubeconfig can say
+beyond this (legacy auth providers, proxies) is refused by name instead of ignored.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import json
 import os
+import subprocess
 import ssl
 import tempfile
 import threading
@@ -23,9 +27,11 @@ import urllib3
 import yaml
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+EXEC_REFRESH_BEFORE = dt.timedelta(seconds=30)  # an exec plugin's token is renewed this long before it expires
 TOKEN_REREAD_SECONDS = 60.0  # a projected service-account token is rotated by the kubelet; read it again
 SUPPORTED_USER_FIELDS = {"client-certificate", "client-certificate-data", "client-key", "client-key-data", "token",
-                         "tokenFile"}
+                         "tokenFile", "exec"}
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 SUPPORTED_CLUSTER_FIELDS = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
                             "tls-server-name", "extensions"}
 
@@ -56,6 +62,51 @@ class ClusterAccess:
     token_file: str | None = None
     insecure: bool = False
     tls_server_name: str | None = None
+    exec_plugin: "ExecPlugin | None" = None
+
+
+@dataclass(frozen=True)
+class ExecPlugin:
+    """A kubeconfig's `users[].user.exec`: a command printing an ExecCredential whose status holds a token."""
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    api_version: str = EXEC_API_VERSIONS[0]
+
+
+def exec_plugin(entry: object, where: str) -> ExecPlugin:
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not entry["command"]:
+        raise KubeconfigError(f"{where}.command: missing; name the credential plugin to run")
+    version = entry.get("apiVersion") or EXEC_API_VERSIONS[0]
+    if version not in EXEC_API_VERSIONS:
+        raise KubeconfigError(f"{where}.apiVersion: {version!r} is not one of {', '.join(EXEC_API_VERSIONS)}")
+    env = tuple((str(item.get("name")), str(item.get("value"))) for item in entry.get("env") or []
+                if isinstance(item, dict))
+    return ExecPlugin(entry["command"], tuple(str(a) for a in entry.get("args") or []), env, version)
+
+
+def run_exec_plugin(plugin: ExecPlugin, now: dt.datetime | None = None) -> tuple[str, dt.datetime | None]:
+    """Run the plugin as kubectl does (KUBERNETES_EXEC_INFO, not interactive); (token, expiry or None)."""
+    info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
+    try:
+        run = subprocess.run([plugin.command, *plugin.args], env=env, capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KubeconfigError(f"users[].user.exec.command: {plugin.command!r} could not run ({exc})") from exc
+    if run.returncode != 0:
+        raise KubeconfigError(f"users[].user.exec.command: {plugin.command!r} exited {run.returncode}: "
+                              f"{run.stderr.strip()[-300:]}")
+    try:
+        status = json.loads(run.stdout).get("status") or {}
+    except (ValueError, AttributeError) as exc:
+        raise KubeconfigError(f"users[].user.exec.command: {plugin.command!r} printed no ExecCredential JSON") from exc
+    token = status.get("token")
+    if not isinstance(token, str) or not token:
+        raise KubeconfigError(f"users[].user.exec.command: {plugin.command!r} returned no status.token (client "
+                              "certificates from a plugin are not supported; use a token-issuing plugin)")
+    expiry = status.get("expirationTimestamp")
+    return token, dt.datetime.fromisoformat(expiry.replace("Z", "+00:00")) if isinstance(expiry, str) else None
 
 
 def _relative_to(base: Path, value: str | None) -> str | None:
@@ -108,7 +159,8 @@ def access_from_kubeconfig_document(document: dict, base: Path, context: str | N
         key_file=_relative_to(base, user.get("client-key")),
         key_data=_inline(user, "client-key-data", where_user),
         token=user.get("token"), token_file=_relative_to(base, user.get("tokenFile")),
-        insecure=bool(cluster.get("insecure-skip-tls-verify")), tls_server_name=cluster.get("tls-server-name"))
+        insecure=bool(cluster.get("insecure-skip-tls-verify")), tls_server_name=cluster.get("tls-server-name"),
+        exec_plugin=exec_plugin(user["exec"], f"{where_user}.exec") if "exec" in user else None)
 
 
 def access_from_kubeconfig(path: str | os.PathLike | None = None, context: str | None = None) -> ClusterAccess:
@@ -142,15 +194,15 @@ def _pem_file(data: bytes, directory: Path, name: str) -> str:
     return str(path)
 
 
-def ssl_context(access: ClusterAccess, scratch: Path) -> ssl.SSLContext:
+def ssl_context(access: ClusterAccess, scratch: Path | None) -> ssl.SSLContext:
     """Verify the API server against the kubeconfig's CA (or the system's), present the client certificate."""
     context = ssl.create_default_context(cafile=access.ca_file,
                                          cadata=access.ca_data.decode() if access.ca_data else None)
     if access.insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    cert = access.cert_file or (_pem_file(access.cert_data, scratch, "client.crt") if access.cert_data else None)
-    key = access.key_file or (_pem_file(access.key_data, scratch, "client.key") if access.key_data else None)
+    cert = access.cert_file or (_pem_file(access.cert_data, scratch, "client.crt") if access.cert_data and scratch else None)
+    key = access.key_file or (_pem_file(access.key_data, scratch, "client.key") if access.key_data and scratch else None)
     if cert:
         context.load_cert_chain(cert, key)
     return context
@@ -163,8 +215,12 @@ class Transport:
         self.access = access
         self._token_lock = threading.Lock()
         self._token: tuple[str, float] | None = None
-        with tempfile.TemporaryDirectory(prefix="trainyard-tls-") as scratch:  # inline PEM: read once, then gone
-            context = ssl_context(access, Path(scratch))
+        self._exec: tuple[str, dt.datetime | None] | None = None  # the plugin's token and its expiry
+        if access.cert_data or access.key_data:  # inline PEM: written for the ssl module to read once, then gone
+            with tempfile.TemporaryDirectory(prefix="trainyard-tls-") as scratch:
+                context = ssl_context(access, Path(scratch))
+        else:  # nothing written: a pod's root filesystem is read-only and has no /tmp
+            context = ssl_context(access, None)
         self.pool = urllib3.PoolManager(
             num_pools=4, maxsize=connections, ssl_context=context,
             server_hostname=access.tls_server_name,
@@ -174,6 +230,12 @@ class Transport:
     def _bearer(self) -> str | None:
         if self.access.token:
             return self.access.token
+        if self.access.exec_plugin is not None:
+            with self._token_lock:
+                now = dt.datetime.now(dt.timezone.utc)
+                if self._exec is None or (self._exec[1] is not None and self._exec[1] - now < EXEC_REFRESH_BEFORE):
+                    self._exec = run_exec_plugin(self.access.exec_plugin)
+                return self._exec[0]
         if not self.access.token_file:
             return None
         with self._token_lock:
@@ -193,6 +255,8 @@ class Transport:
         response = self.pool.request(method, url, body=body, headers=all_headers, preload_content=not stream,
                                      redirect=False)
         if response.status >= 400:
+            if response.status == 401:  # a rotated or expired credential: run the plugin again next time
+                self._exec = None
             text = response.data.decode("utf-8", "replace")
             response.release_conn()
             raise ApiError(response.status, response.reason or "", text, dict(response.headers))

@@ -51,11 +51,14 @@ def test_inline_data_is_decoded_and_a_token_kept(tmp_path):
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d.update({"current-context": ""}), "current-context"),
     (lambda d: d.update({"current-context": "other"}), "contexts: no entry named 'other'"),
-    (lambda d: d["users"][0]["user"].update({"exec": {"command": "aws"}}), "users[u].user.exec: not supported"),
+    (lambda d: d["users"][0]["user"].update({"auth-provider": {"name": "gcp"}}), "users[u].user.auth-provider: not supported"),
+    (lambda d: d["users"][0]["user"].update({"exec": {"args": ["x"]}}), "users[u].user.exec.command: missing"),
+    (lambda d: d["users"][0]["user"].update({"exec": {"command": "x", "apiVersion": "v0"}}), "exec.apiVersion: 'v0'"),
     (lambda d: d["clusters"][0]["cluster"].update({"proxy-url": "http://p"}), "clusters[c].cluster.proxy-url"),
     (lambda d: d["clusters"][0]["cluster"].pop("server"), "clusters[c].cluster.server: missing"),
     (lambda d: d["users"][0]["user"].update({"client-key-data": "%%%"}), "users[u].user.client-key-data: not base64"),
-], ids=["no-context", "unknown-context", "exec-plugin", "proxy", "no-server", "bad-base64"])
+], ids=["no-context", "unknown-context", "auth-provider", "exec-no-command", "exec-bad-version", "proxy", "no-server",
+        "bad-base64"])
 def test_what_the_client_cannot_use_is_refused_naming_the_field(tmp_path, mutate, field):
     doc = kubeconfig({"token": "t"})
     mutate(doc)
@@ -148,3 +151,68 @@ def test_a_watch_yields_each_event_once_whatever_the_chunking(server):
     events = [(kind, obj["metadata"]["name"], len((obj.get("data") or {}).get("k", "")))
               for kind, obj in api.watch(RESOURCES["ConfigMap"], "7", timeout_seconds=5)]
     assert events == [("ADDED", "a", 0), ("MODIFIED", "big", 200_000), ("DELETED", "a", 0)]
+
+
+def test_a_pod_without_a_writable_tmp_still_connects(tmp_path, monkeypatch):
+    """In cluster the root filesystem is read-only: only inline client keys may need a scratch file."""
+    import tempfile
+
+    def no_tmp(*args, **kwargs):
+        raise FileNotFoundError("No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_tmp)
+    (tmp_path / "token").write_text("t")
+    Transport(ClusterAccess(server="https://10.96.0.1:443", token_file=str(tmp_path / "token")))
+
+
+def test_inline_client_certificates_are_loaded_and_leave_no_file(tmp_path, monkeypatch):
+    from trainyard.cluster.certs import write_client_pair
+
+    ca, cert, key = write_client_pair(tmp_path / "pair", "alice", ("team-a",))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    transport = Transport(ClusterAccess(server="https://127.0.0.1:6443", ca_data=ca.read_bytes(),
+                                        cert_data=cert.read_bytes(), key_data=key.read_bytes()))
+    assert transport.pool.connection_pool_kw["ssl_context"] is not None
+    assert list((tmp_path / "scratch").iterdir()) == []  # the key written for the ssl module is gone
+
+
+PLUGIN = """#!/bin/sh
+# a credential plugin: counts its runs, checks kubectl's contract, prints an ExecCredential
+echo run >> "$RUNS"
+case "$KUBERNETES_EXEC_INFO" in *'"interactive": false'*) ;; *) echo "no exec info" >&2; exit 3;; esac
+printf '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "%s-%s", "expirationTimestamp": "%s"}}' "$PREFIX" "$1" "$EXPIRES"
+"""
+
+
+def plugin_access(tmp_path: Path, server: str, expires: str) -> ClusterAccess:
+    script = tmp_path / "plugin.sh"
+    script.write_text(PLUGIN)
+    script.chmod(0o755)
+    doc = kubeconfig({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script), "args": ["eks"],
+                               "env": [{"name": "PREFIX", "value": "tok"}, {"name": "RUNS", "value": str(tmp_path / "runs")},
+                                       {"name": "EXPIRES", "value": expires}]}},
+                     {"server": server})
+    return access_from_kubeconfig_document(doc, tmp_path)
+
+
+def test_an_exec_plugins_token_is_sent_and_reused_until_it_nearly_expires(server, tmp_path):
+    api = ApiServer(Transport(plugin_access(tmp_path, server, "2999-01-01T00:00:00Z")))
+    api.get(RESOURCES["ConfigMap"], "x", "ns")
+    api.get(RESOURCES["ConfigMap"], "x", "ns")
+    assert [seen["auth"] for seen in Recorder.seen] == ["Bearer tok-eks"] * 2
+    assert (tmp_path / "runs").read_text().count("run") == 1
+
+    expired = ApiServer(Transport(plugin_access(tmp_path, server, "2000-01-01T00:00:00Z")))
+    expired.get(RESOURCES["ConfigMap"], "x", "ns")
+    expired.get(RESOURCES["ConfigMap"], "x", "ns")
+    assert (tmp_path / "runs").read_text().count("run") == 3  # an expired token is asked for again
+
+
+def test_a_failing_exec_plugin_says_which_and_why(tmp_path):
+    doc = kubeconfig({"exec": {"command": "/bin/false"}}, {"server": "https://127.0.0.1:9"})
+    transport = Transport(access_from_kubeconfig_document(doc, tmp_path))
+    with pytest.raises(KubeconfigError, match="'/bin/false' exited 1"):
+        transport.request("GET", "/api")
