@@ -117,6 +117,12 @@ def resolve_target(stack: str, cluster: str = DEFAULT_CLUSTER) -> StackTarget:
                 "export PULUMI_BACKEND_URL=file://$HOME/.pulumi-state (set PULUMI_CONFIG_PASSPHRASE or a "
                 "`secretsprovider:` for its secrets)")
         return StackTarget(stack, stack_file(stack), None)
+    return local_target(stack, document, cluster)
+
+
+def local_target(stack: str, document: dict, cluster: str = DEFAULT_CLUSTER) -> StackTarget:
+    """The target of a local-controllers stack `document` (a file's, or one a bench generated) bound to the running
+    local cluster `cluster`; its state lives in the cluster's directory."""
     from trainyard.cluster import local
 
     state = local.read_state(cluster)
@@ -147,17 +153,27 @@ def _select(target: StackTarget) -> None:
 
 def run(stack: str, command: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER) -> None:
     """`pulumi <command>` of the stack, offline; raises StackError naming the stack on failure."""
+    run_target(resolve_target(stack, cluster), command, extra)
+
+
+def run_target(target: StackTarget, command: str, extra: Sequence[str] = (), log: Path | None = None) -> None:
+    """`pulumi <command>` of a resolved target, its output to the terminal or appended to `log`; raises
+    StackError naming the stack on failure."""
     from trainyard.pulumi_env import install_plugins
     from trainyard.toolchain.build import ensure_built
 
     ensure_built("pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
-    target = resolve_target(stack, cluster)
+    stack = target.stack
     if target.backend_dir:
         install_plugins()
     _select(target)
-    result = _pulumi(target, target.pulumi_args(command, extra))
+    result = _pulumi(target, target.pulumi_args(command, extra), capture=log is not None)
+    if log is not None:
+        with log.open("a") as handle:
+            handle.write(f"$ pulumi {' '.join(target.pulumi_args(command, extra))}\n{result.stdout}{result.stderr}\n")
     if result.returncode != 0:
-        raise StackError(f"pulumi {command} of stack {stack!r} failed (exit {result.returncode}); its output is above")
+        where = f"its output is in {log}" if log is not None else "its output is above"
+        raise StackError(f"pulumi {command} of stack {stack!r} failed (exit {result.returncode}); {where}")
 
 
 def up(stack: str, extra: Sequence[str] = (), cluster: str = DEFAULT_CLUSTER) -> None:

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
     ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.stack_deploy",
-              "trainyard.main_job", "trainyard.pulumi_env")),
+              "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack")),
     ("cli", ("trainyard.cli",)),
 )
 SIDE_BY_SIDE = ("trainyard.controller.runtime", "trainyard.runtimes")
