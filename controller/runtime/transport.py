@@ -26,6 +26,8 @@ from urllib.parse import urlencode
 import urllib3
 import yaml
 
+from trainyard.errors import TrainyardError
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_REFRESH_BEFORE = dt.timedelta(seconds=30)  # an exec plugin's token is renewed this long before it expires
 TOKEN_REREAD_SECONDS = 60.0  # a projected service-account token is rotated by the kubelet; read it again
@@ -44,8 +46,8 @@ class ApiError(Exception):
         self.status, self.reason, self.body, self.headers = status, reason, body, headers or {}
 
 
-class KubeconfigError(ValueError):
-    """A kubeconfig this transport cannot use, with the field and what to do."""
+class KubeconfigError(TrainyardError, ValueError):
+    """A kubeconfig this transport cannot use, with the field and what to do (the CLI prints it as is)."""
 
 
 @dataclass(frozen=True)
@@ -142,11 +144,11 @@ def access_from_kubeconfig_document(document: dict, base: Path, context: str | N
     cluster = named("clusters", ctx.get("cluster", ""), "cluster")
     user = named("users", ctx.get("user", ""), "user") if ctx.get("user") else {}
     for key in sorted(set(user) - SUPPORTED_USER_FIELDS):
-        raise KubeconfigError(f"users[{ctx.get('user')}].user.{key}: not supported by the controller's client; use a "
-                              "client certificate or a token (a service-account token works everywhere)")
+        raise KubeconfigError(f"users[{ctx.get('user')}].user.{key}: not supported by trainyard's API client; use a "
+                              "client certificate, a token or an exec plugin (a service-account token works everywhere)")
     for key in sorted(set(cluster) - SUPPORTED_CLUSTER_FIELDS):
-        raise KubeconfigError(f"clusters[{ctx.get('cluster')}].cluster.{key}: not supported by the controller's "
-                              "client; remove it")
+        raise KubeconfigError(f"clusters[{ctx.get('cluster')}].cluster.{key}: not supported by trainyard's "
+                              "API client; remove it")
     if not cluster.get("server"):
         raise KubeconfigError(f"clusters[{ctx.get('cluster')}].cluster.server: missing; set the API server's URL")
     where_cluster, where_user = f"clusters[{ctx.get('cluster')}].cluster", f"users[{ctx.get('user')}].user"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+from trainyard import k8s as K
 from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name, spine_of_rack
 from trainyard.platform.stack_config import NAMESPACE
 
@@ -31,7 +32,7 @@ def tenant_entry(index: int, capability_gpus: int, gpus_per_node: int, cpu_per_g
     return {
         "name": name, "namespace": name, "catalogVersion": CATALOG_VERSIONS[index % len(CATALOG_VERSIONS)],
         "queue": {"name": name, "weight": WEIGHTS[index % len(WEIGHTS)],
-                  "capability": {"nvidia.com/gpu": capability_gpus, "cpu": cpu, "memory": memory}},
+                  "capability": {K.GPU_RESOURCE: capability_gpus, "cpu": cpu, "memory": memory}},
         "defaultPriorityClass": f"{name}-default",
         "priorityClasses": [SHARED_PRIORITY_CLASS],
         "quota": {"cpu": cpu, "memory": memory, "gpu": capability_gpus, "trainJobs": 200},
