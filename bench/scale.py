@@ -101,6 +101,10 @@ def main() -> int:
     log.write_text("")
     if local.is_running(spec.name):
         local.down(spec.name, echo=lambda *_: None)
+    # `pulumi stack init scale` writes the new stack's settings file into stacks/ (the project's stackConfigDir):
+    # the bench's stack is generated, not reviewed, so that file goes when the bench ends
+    settings = stack_deploy.stack_file(STACK)
+    settings_existed = settings.exists()
     figures: dict = {"nodes": spec.nodes, "gpus": spec.nodes * spec.gpus_per_node, "racks": spec.racks,
                      "spines": spec.spines}
     try:
@@ -111,6 +115,8 @@ def main() -> int:
     finally:
         if not args.keep:
             local.down(spec.name, echo=lambda *_: None)
+        if not settings_existed:
+            settings.unlink(missing_ok=True)
     (args.out / "scale.json").write_text(json.dumps(figures, indent=2))
     print(f"cluster up with {spec.nodes} nodes: {figures['cluster_up_seconds']} s")
     print(table(figures))
