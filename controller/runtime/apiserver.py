@@ -100,14 +100,21 @@ class NotLeader(Exception):
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def _split_path(path: str) -> tuple[list[str], list[str]]:
+    """(group-version prefix, the rest without a namespaces/<ns> hop): /apis/g/v/namespaces/ns/trainjobs/x/status
+    -> (["apis", "g", "v"], ["trainjobs", "x", "status"]); /api/v1/namespaces/ns -> (["api", "v1"], ["namespaces", "ns"])."""
+    parts = [part for part in path.split("?", 1)[0].split("/") if part]
+    head, rest = (parts[:2], parts[2:]) if parts[:1] == ["api"] else (parts[:3], parts[3:])
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    return head, rest
+
+
 def resource_of_path(path: str) -> str:
     """The resource (and subresource) a request path names, as kube-apiserver's metrics label it:
     /api/v1/namespaces/ns/configmaps/x -> configmaps; /apis/g/v/namespaces/ns/trainjobs/x/status ->
     trainjobs/status; /api/v1/namespaces/ns -> namespaces."""
-    parts = [part for part in path.split("?", 1)[0].split("/") if part]
-    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
+    _, rest = _split_path(path)
     return "/".join([rest[0]] + rest[2:3]) if rest else ""
 
 
@@ -115,10 +122,7 @@ def limit_kind(method: str, path: str) -> str:
     """The client-side bucket a request draws from: upstream's REST client for it, one per group, version and
     kind, a list or watch apart from reads and writes of objects (their kind is `...List`); a subresource
     (status) goes with its object."""
-    parts = [part for part in path.split("?", 1)[0].split("/") if part]
-    head, rest = (parts[:2], parts[2:]) if parts[:1] == ["api"] else (parts[:3], parts[3:])
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
+    head, rest = _split_path(path)
     collection = method == "WATCH" or (method == "GET" and len(rest) == 1)
     return "/".join(head + rest[:1]) + (" list" if collection else "")
 
