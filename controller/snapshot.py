@@ -13,6 +13,7 @@ import yaml
 
 from trainyard import k8s as K
 from trainyard.k8s import json_copy
+from trainyard.yaml_input import FAST_SAFE_LOADER
 
 from . import constants as C
 from . import k8s
@@ -57,7 +58,7 @@ def runtime_from_snapshot(trainjob: dict, snapshot: dict) -> dict:
 # each time was half the controller's CPU. Parsed (and checked) once per distinct text; callers get copies.
 @lru_cache(maxsize=128)
 def _parsed_document(text: str) -> object:
-    return yaml.load(text, Loader=_FAST_LOADER)
+    return yaml.load(text, Loader=FAST_SAFE_LOADER)
 
 
 @lru_cache(maxsize=128)
@@ -111,7 +112,6 @@ def build_snapshot(trainjob: dict, runtime: dict) -> dict:
 # libyaml's emitter writes the same text as PyYAML's own (a unit test compares them) in a fraction of the time:
 # the pure-Python emitter was 60 % of a new TrainJob's build.
 _FAST_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def stored_runtime_document(snapshot: dict) -> dict:

@@ -11,6 +11,8 @@ from typing import Iterable
 
 import yaml
 
+from trainyard.yaml_input import FAST_SAFE_LOADER
+
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 VOLCANO_MODULE = "volcano.sh/volcano"
 JOBSET_CRD_DIR = "config/components/crd/bases"
@@ -22,8 +24,8 @@ VOLCANO_POLICIES = ("queues-validating.yaml", "podgroups-validating.yaml", "hype
 
 
 def documents(texts: Iterable[str]) -> list[dict]:
-    """Every non-empty YAML document of the given texts, in order."""
-    return [doc for text in texts for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
+    """Every non-empty YAML document of the given texts (pinned upstream manifests), in order."""
+    return [doc for text in texts for doc in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if isinstance(doc, dict)]
 
 
 def crds_only(docs: Iterable[dict]) -> list[dict]:

@@ -9,7 +9,7 @@ except ``store``, which reads and writes files. Tenants come in as ``CatalogTena
 (the platform reads them from the stacks: ``trainyard.platform.catalog_tenants``).
 
 The platform program calls ``load_catalog`` once, then
-``render_cluster_runtimes`` and ``render_tenant_runtimes``.
+``render_cluster_runtimes`` and ``render_tenants_runtimes`` (``render_tenant_runtimes`` for one).
 """
 
 from trainyard.runtimes.model import Catalog, CatalogError, CatalogTenant, Finding, Release
@@ -17,6 +17,7 @@ from trainyard.runtimes.publish import (
     render_cluster_runtimes,
     render_release_runtimes,
     render_tenant_runtimes,
+    render_tenants_runtimes,
 )
 from trainyard.runtimes.store import default_catalog_dir, load_catalog
 
@@ -31,4 +32,5 @@ __all__ = [
     "render_cluster_runtimes",
     "render_release_runtimes",
     "render_tenant_runtimes",
+    "render_tenants_runtimes",
 ]

@@ -18,7 +18,8 @@ from trainyard.platform.problems import errors_of, warnings_of
 from trainyard.platform.stack_config import NAMESPACE, StackConfig
 from trainyard.platform.stack_source import read_stack_source
 from trainyard.platform.stack_validation import check_stack
-from trainyard.runtimes import Catalog, load_catalog, render_cluster_runtimes, render_tenant_runtimes
+from trainyard.platform.components import sdk_speedups
+from trainyard.runtimes import Catalog, load_catalog, render_cluster_runtimes, render_tenants_runtimes
 
 
 def config_keys() -> list[str]:
@@ -79,9 +80,10 @@ def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.
     catalog_component = RuntimeCatalog("catalog", render_cluster_runtimes(catalog), catalog.current.version,
                                        opts=after(*ready))
     tenants = {}
+    runtimes = render_tenants_runtimes(catalog, [tenant.as_catalog_tenant() for tenant in config.tenants])
     for tenant in config.tenants:
         tenants[tenant.name] = Tenant(
-            tenant.name, tenant, config.policies, render_tenant_runtimes(catalog, tenant.as_catalog_tenant()),
+            tenant.name, tenant, config.policies, runtimes[tenant.name],
             guardrails, scheduling.parent_queues.get(tenant.queue.parent or ""), opts=after(*ready, guardrails))
     return {"crds": crds, "jobset": jobset, "volcano": volcano, "scheduling": scheduling, "controller": controller,
             "guardrails": guardrails, "catalog": catalog_component, "tenants": tenants}
@@ -89,6 +91,7 @@ def build(config: StackConfig, catalog: Catalog, inputs: dict, provider: pulumi.
 
 def main() -> None:
     """Entry point of __main__.py: validation errors surface before any resource is registered."""
+    sdk_speedups.install()
     catalog = load_catalog()
     config = checked_stack(read_stack_values(), pulumi.get_stack(), catalog)
     build(config, catalog, upstream_inputs(config), kubernetes_provider(config))

@@ -12,6 +12,7 @@ from trainyard.runtimes.publish import (
     render_cluster_runtimes,
     render_release_runtimes,
     render_tenant_runtimes,
+    render_tenants_runtimes,
 )
 from trainyard.runtimes.render import render_release_sources
 
@@ -52,6 +53,18 @@ def test_tenant_runtimes_come_from_the_pinned_release(tenant, want_image, want_d
     assert runtime["spec"]["podGroupPolicy"] == {"volcano": {}}
     assert all(p["schedulerName"] == "volcano" and p["priorityClassName"] == tenant.priority_class for p in _pod_specs(runtime))
     assert _image(runtime) == want_image
+
+
+def test_tenants_rendered_together_equal_each_rendered_alone_and_share_nothing():
+    tenants = [make_tenant(catalog_version="1.1.0"),
+               make_tenant(name="team-b", namespace="team-b", queue="team-b", catalog_version="1.0.0"),
+               make_tenant(name="team-c", namespace="team-c", queue="team-c", catalog_version="1.1.0")]
+    together = render_tenants_runtimes(CATALOG, tenants)
+    assert together == {t.name: render_tenant_runtimes(CATALOG, t) for t in tenants}
+    (a,), (c,) = together["team-a"], together["team-c"]
+    a["spec"]["template"]["metadata"]["annotations"]["edited"] = "yes"  # a tenant's object is its own
+    assert "edited" not in c["spec"]["template"]["metadata"]["annotations"]
+    assert c["metadata"]["namespace"] == "team-c"
 
 
 def test_cluster_runtimes_are_the_current_release_under_stable_names():

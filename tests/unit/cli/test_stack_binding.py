@@ -61,7 +61,31 @@ def test_an_unknown_stack_names_the_known_ones():
 
 def test_pulumi_arguments_name_the_stack_and_its_config_file():
     target = stack_deploy.StackTarget("local", Path("/c/Pulumi.local.yaml"), Path("/c/state"))
-    assert target.pulumi_args("up") == ["up", "--yes", "--non-interactive", "--skip-preview", "--stack", "local",
-                                        "--config-file", "/c/Pulumi.local.yaml"]
+    assert target.pulumi_args("up") == ["up", "--yes", "--non-interactive", "--skip-preview", "--parallel=128",
+                                        "--stack", "local", "--config-file", "/c/Pulumi.local.yaml"]
     assert target.pulumi_args("preview", ["--diff"])[-1] == "--diff"
     assert repo_root().joinpath("stacks", "Pulumi.local.yaml") == stack_deploy.stack_file("local")
+
+
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+WEBHOOK = "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration"
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+SINCE = "2026-11-26T08:17:00Z"
+
+
+@pytest.mark.parametrize("resource, refreshed", [
+    ({"type": CRD, "created": "2026-11-26T08:17:01.380963159Z", "modified": "2026-11-26T08:17:01.380963159Z"}, True),
+    ({"type": CRD, "created": "2026-11-26T08:10:00Z", "modified": "2026-11-26T08:17:49.64766473Z"}, True),
+    ({"type": WEBHOOK, "created": "2026-11-26T08:17:00Z"}, True),
+    ({"type": CRD, "created": "2026-11-26T08:10:00Z", "modified": "2026-11-26T08:16:59.999999999Z"}, False),
+    ({"type": CRD}, False),
+    ({"type": CRD, "modified": "2026-11-26T08:18:00Z", "delete": True}, False),
+    ({"type": RUNTIME, "created": "2026-11-26T08:18:00Z", "modified": "2026-11-26T08:18:00Z"}, False),
+], ids=["created by this up", "changed by this up", "created at the instant the up started", "untouched",
+        "no timestamps", "pending deletion", "not an adoptable kind"])
+def test_the_refresh_after_up_reads_back_only_adoptable_objects_the_up_touched(resource, refreshed):
+    import datetime as dt
+
+    urn = f"urn:pulumi:local::trainyard::{resource['type']}::x"
+    since = dt.datetime.fromisoformat(SINCE)
+    assert stack_deploy.adopted_urns([{**resource, "urn": urn}], since) == ([urn] if refreshed else [])

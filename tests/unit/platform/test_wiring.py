@@ -30,8 +30,9 @@ def _run(values, catalog, monkeypatch):
     from trainyard.platform.stack_validation import load_stack
 
     monkeypatch.setattr(program, "render_cluster_runtimes", lambda cat: [RUNTIME])
-    monkeypatch.setattr(program, "render_tenant_runtimes", lambda cat, t: [
-        {**RUNTIME, "kind": "TrainingRuntime", "metadata": {"name": "torch-distributed", "namespace": t.namespace}}])
+    monkeypatch.setattr(program, "render_tenants_runtimes", lambda cat, tenants: {t.name: [
+        {**RUNTIME, "kind": "TrainingRuntime", "metadata": {"name": "torch-distributed", "namespace": t.namespace}}]
+        for t in tenants})
     mocks, options, out = Mocks(), {}, {}
     pulumi.runtime.set_mocks(mocks, project="trainyard", stack="test", preview=False)
 
