@@ -8,30 +8,52 @@ Phase `pulumi` (issue 21, part 2; targets in brackets):
 - a one-tenant change (a queue weight): its preview, then its apply as `trainyard platform up` runs it (`pulumi
   up`, then the refresh of the adoptable objects it touched) [<= 60 s]; then a preview checked to be empty.
 
-The controller phase (10,000 TrainJobs over a simulated hour: drain rate, RSS and CPU, Volcano's scheduling
-cycle p99, `report`/`fit` latency, API requests per TrainJob) is not written yet.
+Phase `controller`, on the same cluster and tenants: a seeded trace (`trainyard.schedtrace.trace`: single pods of
+1-8 GPUs and gangs of 2-8 pods x 8 GPUs, log-normal durations) of `--jobs` TrainJobs arriving over a simulated hour,
+played in `--span` seconds (arrivals and durations scaled alike; kwok completes each pod after its duration). Each
+TrainJob is what a data scientist submits to the platform: the tenant's catalog runtime `torch-distributed-gpu`,
+nodes and GPUs per node. It prints:
+- the controller's drain: TrainJobs whose JobSet and PodGroup exist, per second, and the lag from create to both
+  (p50/p99/max); its CPU seconds, CPU per TrainJob and resident memory (peak, and at the end) [RSS <= 1 GiB];
+- Volcano's scheduling-cycle p99 over the run (vc-scheduler's e2e scheduling latency histogram);
+- `trainyard report` and `trainyard fit` wall time with every TrainJob in place [<= 5 s each];
+- API requests per TrainJob: every client's (kube-apiserver's apiserver_request_total) and the controller's own.
 
 Results: `--out DIR`/scale.json and a table on stdout; Pulumi's own output goes to `--out DIR`/scale-pulumi.log.
 
-Usage: .venv/bin/python bench/scale.py [--nodes 1000] [--racks 125] [--spines 16] [--tenants 100] [--out bench/out]
-       [--keep]
+Usage: .venv/bin/python bench/scale.py [--nodes 1000] [--racks 125] [--spines 16] [--tenants 100] [--jobs 10000]
+       [--span 600] [--median-job-seconds 120] [--seed 21] [--out bench/out] [--keep]
 It starts its own cluster (name trainyard-scale, ports from 29800) and stops it afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.request import urlopen
 
+import yaml
+
+from trainyard import k8s as K
 from trainyard import stack_deploy
 from trainyard.cluster import local
+from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
-from trainyard.scale_stack import scale_stack_document, with_tenant_weight
+from trainyard.cluster.trainer_controllers import PROCESS
+from trainyard.scale_stack import WEIGHTS, scale_stack_document, tenant_name, with_tenant_weight
+from trainyard.schedtrace import objects
+from trainyard.schedtrace.trace import Tenant, TraceJob, generate
+from trainyard.stats import histogram_quantile, percentile
 from trainyard.timestamps import utc_now
 from trainyard.toolchain.build import ensure_built
+from trainyard.waiting import wait_for
 
 STACK = "scale"
 
@@ -74,6 +96,218 @@ def apply(target: stack_deploy.StackTarget, log: Path) -> None:
     stack_deploy.refresh_adopted(target, started, log=log)
 
 
+SIMULATED_HOUR = 3600.0
+RUNTIME = "torch-distributed-gpu"
+"""The catalog runtime every tenant has (both pinned releases): GPU nodes, Volcano gang, the tenant's queue."""
+
+
+def trace_tenants(count: int) -> tuple[Tenant, ...]:
+    """The stack's tenants with the stack's queue weights, each submitting an equal share of the jobs."""
+    return tuple(Tenant(tenant_name(i), WEIGHTS[i % len(WEIGHTS)], 1.0 / count) for i in range(count))
+
+
+def over_an_hour(trace: list[TraceJob], span: float) -> list[TraceJob]:
+    """The trace's arrivals stretched to a simulated hour and played in `span` real seconds: arrival times and
+    durations scaled by the same factor, so the offered load is the simulated one."""
+    last = max((job.arrival for job in trace), default=0.0) or 1.0
+    to_hour, to_real = SIMULATED_HOUR / last, span / SIMULATED_HOUR
+    return [dataclasses.replace(job, arrival=round(job.arrival * to_hour * to_real, 3),
+                                duration=round(max(1.0, job.duration * to_real), 2)) for job in trace]
+
+
+def scale_trainjob(job: TraceJob) -> dict:
+    """The trace job as a tenant's user submits it: the catalog runtime in their namespace, nodes and GPUs per node
+    (the trace's runtime patch only stamps how long kwok lets the pods run)."""
+    trainjob = objects.trainjob(job, gang=True)
+    trainjob["spec"]["runtimeRef"] = {"name": RUNTIME, "kind": "TrainingRuntime"}
+    return trainjob
+
+
+def metric_text(url: str) -> str:
+    with urlopen(url, timeout=30) as response:
+        return response.read().decode()
+
+
+def metric_sums(text: str, names: set[str]) -> dict[str, float]:
+    """Each named counter summed over its labels (e.g. apiserver_request_total)."""
+    sums = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in names:
+            sums[name] += float(line.rsplit(" ", 1)[1])
+    return sums
+
+
+def histogram_buckets(text: str, name: str) -> dict[float, float]:
+    """Cumulative bucket counts of histogram `name`, summed over its other labels."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(f"{name}_bucket{{"):
+            le = line[line.index('le="') + 4:].split('"', 1)[0]
+            bound = float("inf") if le == "+Inf" else float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def api_requests(cluster: str) -> float:
+    """Every client's requests so far (apiserver_request_total, all verbs and resources)."""
+    text = local.kubectl(cluster, "get", "--raw", "/metrics")
+    return metric_sums(text, {"apiserver_request_total"})["apiserver_request_total"]
+
+
+def process_cpu_and_memory(pid: int) -> tuple[float, float, float]:
+    """(CPU seconds, peak RSS MiB, current RSS MiB) of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return ((int(fields[11]) + int(fields[12])) / 100.0, int(status["VmHWM"].split()[0]) / 1024,
+            int(status["VmRSS"].split()[0]) / 1024)
+
+
+class ChildrenSeen:
+    """Watches JobSets and PodGroups cluster-wide; `both[(namespace, name)]` = when the TrainJob had both."""
+
+    KINDS = ((K.JOBSET_GROUP, K.JOBSET_VERSION, K.JOBSETS), (K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.PODGROUPS))
+
+    def __init__(self, kubeconfig: str):
+        self.kubeconfig, self.lock, self.stop = kubeconfig, threading.Lock(), threading.Event()
+        self.seen: dict[tuple[str, str], set[str]] = {}
+        self.both: dict[tuple[str, str], float] = {}
+        self.threads = [threading.Thread(target=self._follow, args=kind, daemon=True) for kind in self.KINDS]
+        for thread in self.threads:
+            thread.start()
+
+    def _follow(self, group: str, version: str, plural: str) -> None:
+        from kubernetes import client, config, watch
+
+        custom = client.CustomObjectsApi(config.new_client_from_config(config_file=self.kubeconfig))
+        version_seen = ""
+        while not self.stop.is_set():
+            try:
+                for event in watch.Watch().stream(custom.list_cluster_custom_object, group, version, plural,
+                                                  timeout_seconds=30, resource_version=version_seen or None):
+                    metadata = event["object"]["metadata"]
+                    version_seen = metadata.get("resourceVersion", version_seen)
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._saw(plural, (metadata["namespace"], metadata["name"]))
+                    if self.stop.is_set():
+                        return
+            except Exception:  # noqa: BLE001 - a dropped or expired watch: list and watch again
+                version_seen = ""
+                time.sleep(0.5)
+
+    def _saw(self, plural: str, key: tuple[str, str]) -> None:
+        now = time.monotonic()
+        with self.lock:
+            kinds = self.seen.setdefault(key, set())
+            kinds.add(plural)
+            if len(kinds) == 2 and key not in self.both:
+                self.both[key] = now
+
+    def count(self, keys: set[tuple[str, str]]) -> int:
+        with self.lock:
+            return sum(1 for key in keys if key in self.both)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def timed_command(*args: str) -> tuple[float, int]:
+    started = time.monotonic()
+    result = subprocess.run(list(args), capture_output=True, text=True)
+    return round(time.monotonic() - started, 2), result.returncode
+
+
+def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, median: float, seed: int,
+                     out: Path) -> dict:
+    """Play the trace against the platform the Pulumi phase deployed and measure the controller at that size."""
+    from kubernetes import client, config
+
+    paths = local.ClusterPaths.for_name(spec.name)
+    kubeconfig = str(paths.kubeconfig)
+    capacity = spec.nodes * spec.gpus_per_node
+    hourly = generate(seed, jobs, capacity, trace_tenants(tenants), median_duration=median, overload=1.0,
+                      rack_nodes=spec.nodes // spec.racks, spine_nodes=spec.nodes // spec.spines)
+    offered = sum(j.pods * j.gpus_per_pod * j.duration for j in hourly) / (SIMULATED_HOUR * capacity)
+    trace = over_an_hour(hourly, span)
+    pid = ProcessTable(paths.root).load()[PROCESS]
+    scheduler_metrics = f"http://127.0.0.1:{spec.ports.port('volcano_scheduler_metrics')}/metrics"
+    controller_metrics = f"http://127.0.0.1:{spec.ports.port('controller_metrics')}/metrics"
+    cycle_metric = "volcano_e2e_scheduling_latency_milliseconds"
+    own_metric = "trainyard_rest_client_requests_total"
+    cycles_before = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
+    own_before = metric_sums(metric_text(controller_metrics), {own_metric})[own_metric]
+    requests_before = api_requests(spec.name)
+    cpu_before, _, _ = process_cpu_and_memory(pid)
+    children = ChildrenSeen(kubeconfig)
+    submitted: dict[tuple[str, str], float] = {}
+    refused: dict[str, str] = {}
+    lock = threading.Lock()
+    local_api = threading.local()
+    started = time.monotonic()
+
+    def submit(job: TraceJob) -> None:
+        if not hasattr(local_api, "custom"):
+            local_api.custom = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+        at = time.monotonic()
+        try:
+            local_api.custom.create_namespaced_custom_object(K.TRAINER_GROUP, K.TRAINER_VERSION, job.tenant,
+                                                             K.TRAINJOBS, scale_trainjob(job))
+        except Exception as exc:  # noqa: BLE001 - counted and reported, never silently dropped
+            with lock:
+                refused[job.name] = str(exc)[-300:]
+            return
+        with lock:
+            submitted[(job.tenant, job.name)] = at
+
+    print(f"# {len(trace)} TrainJobs over a simulated hour in {span:.0f} s (offered load {offered:.2f} of the "
+          "cluster)", file=sys.stderr, flush=True)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for job in trace:
+            delay = job.arrival - (time.monotonic() - started)
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(submit, job)
+    submit_seconds = time.monotonic() - started
+    keys = set(submitted)
+    print(f"# submitted {len(keys)} ({len(refused)} refused) in {submit_seconds:.0f} s; waiting for their children",
+          file=sys.stderr, flush=True)
+    wait_for(lambda: children.count(keys) == len(keys), 900, "every TrainJob's JobSet and PodGroup", 2.0, error=None)
+    children.stop.set()
+    cpu_after, peak_rss, rss = process_cpu_and_memory(pid)
+    lags = [children.both[key] - submitted[key] for key in keys if key in children.both]
+    last_child = max((children.both[key] for key in keys if key in children.both), default=started)
+    report_seconds, report_rc = timed_command(str(Path(sys.executable).parent / "trainyard"), "report",
+                                              "--kubeconfig", kubeconfig)
+    probe = out / "scale-fit-probe.yaml"
+    probe.write_text(yaml.safe_dump(scale_trainjob(TraceJob("fit-probe", tenant_name(0), 0.0, 60.0, 4, 8, None))))
+    fit_seconds, fit_rc = timed_command(str(Path(sys.executable).parent / "trainyard"), "fit", str(probe),
+                                        "--kubeconfig", kubeconfig)
+    cycles_after = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
+    cycles = [(bound, count - cycles_before.get(bound, 0.0)) for bound, count in cycles_after.items()]
+    own = metric_sums(metric_text(controller_metrics), {own_metric})[own_metric] - own_before
+    requests = api_requests(spec.name) - requests_before
+    done = len(lags)
+    figures = {
+        "jobs": jobs, "span_seconds": span, "simulated_seconds": SIMULATED_HOUR, "offered_load": round(offered, 2),
+        "submitted": len(keys), "refused": len(refused), "refused_examples": dict(list(refused.items())[:3]),
+        "submit_seconds": round(submit_seconds, 1), "with_children": done,
+        "drain_per_second": round(done / max(1e-9, last_child - started), 1),
+        "lag_p50_seconds": round(percentile(lags, 50) or 0.0, 2), "lag_p99_seconds": round(percentile(lags, 99) or 0.0, 2),
+        "lag_max_seconds": round(max(lags, default=0.0), 2),
+        "controller_cpu_seconds": round(cpu_after - cpu_before, 1),
+        "controller_cpu_per_trainjob": round((cpu_after - cpu_before) / max(1, done), 4),
+        "controller_peak_rss_mib": round(peak_rss, 1), "controller_rss_mib_at_end": round(rss, 1),
+        "volcano_cycles": round(sum(count for bound, count in cycles if bound == float("inf"))),
+        "volcano_cycle_p99_ms": _rounded(histogram_quantile(cycles, 99)),
+        "volcano_cycle_p50_ms": _rounded(histogram_quantile(cycles, 50)),
+        "report_seconds": report_seconds, "report_exit": report_rc, "fit_seconds": fit_seconds, "fit_exit": fit_rc,
+        "api_requests_per_trainjob": round(requests / max(1, len(keys)), 1),
+        "controller_requests_per_trainjob": round(own / max(1, len(keys)), 2),
+    }
+    return figures
+
+
 def table(figures: dict) -> str:
     p = figures["pulumi"]
     rows = [("what", "seconds", "target"),
@@ -83,6 +317,23 @@ def table(figures: dict) -> str:
             ("one-tenant change: apply (trainyard platform up)", p["one_tenant_apply_seconds"], "<= 60"),
             ("one-tenant change: preview + apply", p["one_tenant_end_to_end_seconds"], "-"),
             ("pulumi preview after it, no change", p["after_change_noop_preview_seconds"], "<= 60")]
+    c = figures.get("controller")
+    if c:
+        rows += [(f"{c['submitted']} TrainJobs over a simulated hour in {c['span_seconds']:.0f} s: submitted in",
+                  c["submit_seconds"], "-"),
+                 ("  controller drain (TrainJobs with JobSet + PodGroup per s)", c["drain_per_second"], "-"),
+                 ("  lag create -> children p50 / p99 / max", f"{c['lag_p50_seconds']} / {c['lag_p99_seconds']} / "
+                  f"{c['lag_max_seconds']}", "-"),
+                 ("  controller CPU s (per TrainJob)", f"{c['controller_cpu_seconds']} "
+                  f"({c['controller_cpu_per_trainjob']})", "-"),
+                 ("  controller RSS MiB peak / at end", f"{c['controller_peak_rss_mib']} / "
+                  f"{c['controller_rss_mib_at_end']}", "<= 1024"),
+                 ("  Volcano scheduling cycle ms p50 / p99", f"{c['volcano_cycle_p50_ms']} / {c['volcano_cycle_p99_ms']}",
+                  "-"),
+                 ("  trainyard report", c["report_seconds"], "<= 5"),
+                 ("  trainyard fit", c["fit_seconds"], "<= 5"),
+                 ("  API requests per TrainJob: all clients / controller", f"{c['api_requests_per_trainjob']} / "
+                  f"{c['controller_requests_per_trainjob']}", "-")]
     widths = [max(len(str(row[i])) for row in rows) for i in range(3)]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) for row in rows)
 
@@ -93,6 +344,10 @@ def main() -> int:
     parser.add_argument("--racks", type=int, default=125)
     parser.add_argument("--spines", type=int, default=16)
     parser.add_argument("--tenants", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=10000, help="TrainJobs of the controller phase (0: skip it)")
+    parser.add_argument("--span", type=float, default=600.0, help="real seconds the simulated hour is played in")
+    parser.add_argument("--median-job-seconds", type=float, default=120.0, help="simulated median job duration")
+    parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     args = parser.parse_args()
@@ -115,6 +370,9 @@ def main() -> int:
             f"cluster up with {spec.nodes} nodes",
             lambda: local.up(spec, echo=lambda msg: print(f"# {msg}", file=sys.stderr)))
         figures["pulumi"] = pulumi_phase(spec, args.tenants, log)
+        if args.jobs:
+            figures["controller"] = controller_phase(spec, args.tenants, args.jobs, args.span,
+                                                     args.median_job_seconds, args.seed, args.out)
     finally:
         if not args.keep:
             local.down(spec.name, echo=lambda *_: None)

@@ -53,16 +53,23 @@ def _items(api: ApiServer, resource: Resource, namespace: str | None = None, fie
 
 
 def snapshot(api: ApiServer, namespace: str | None = None) -> Snapshot:
-    """Everything cluster-wide (capacity is shared); quotas of `namespace` only when given."""
-    return Snapshot(
-        nodes=_items(api, NODES),
-        pods=_items(api, PODS, field_selector="status.phase!=Succeeded,status.phase!=Failed"),
-        queues=_items(api, QUEUES, optional=True),
-        pod_groups=_items(api, PODGROUPS, optional=True),
-        quotas=_items(api, QUOTAS, namespace),
-        hypernodes=_items(api, HYPERNODES, optional=True),
-        events=_items(api, EVENTS, field_selector="involvedObject.kind=PodGroup,reason=Unschedulable", optional=True),
-    )
+    """Everything cluster-wide (capacity is shared); quotas of `namespace` only when given. The lists go out
+    together: at 1,000 nodes and 10,000 PodGroups each waits mostly on the API server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lists = {
+        "nodes": (NODES, None, None, False),
+        "pods": (PODS, None, "status.phase!=Succeeded,status.phase!=Failed", False),
+        "queues": (QUEUES, None, None, True),
+        "pod_groups": (PODGROUPS, None, None, True),
+        "quotas": (QUOTAS, namespace, None, False),
+        "hypernodes": (HYPERNODES, None, None, True),
+        "events": (EVENTS, None, "involvedObject.kind=PodGroup,reason=Unschedulable", True),
+    }
+    with ThreadPoolExecutor(max_workers=len(lists)) as pool:
+        futures = {field_name: pool.submit(_items, api, resource, ns, field_selector=selector, optional=optional)
+                   for field_name, (resource, ns, selector, optional) in lists.items()}
+        return Snapshot(**{field_name: future.result() for field_name, future in futures.items()})
 
 
 def priority_values(api: ApiServer) -> dict[str, int]:

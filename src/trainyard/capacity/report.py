@@ -96,38 +96,52 @@ def _gpu(values: dict) -> int | float | None:
     return number(values[GPU]) if GPU in values else None
 
 
-def _table(title: str, rows: list[dict], columns: list[str]) -> str:
+TEXT_ROWS = 25
+"""Rows the text report prints of a table that grows with the cluster or the workload (nodes, pending gangs, quota
+rows); `trainyard report --all` prints every row, `--out` writes them all to report.json. At 1,000 nodes and 10,000
+pending gangs the full text was 580 KB and took 5 s to lay out (bench/scale.py)."""
+
+
+def _table(title: str, rows: list[dict], columns: list[str], limit: int | None = None, noun: str = "rows") -> str:
     from rich.console import Console
     from rich.table import Table
 
+    shown = rows if limit is None else rows[:limit]
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "rack", "spine", "queue", "state", "podgroup",
                                                                "phase", "why", "namespace", "quota", "resource") else "right")
-    for row in rows:
+    for row in shown:
         table.add_row(*["-" if row.get(c) is None else str(row.get(c)) for c in columns])
     console = Console(width=160, record=True, force_terminal=False, color_system=None)
     with console.capture() as capture:
         console.print(table)
-    return capture.get()
+    text = capture.get()
+    if len(shown) < len(rows):
+        text += (f"... and {len(rows) - len(shown)} more {noun} (of {len(rows)}): `trainyard report --all` prints "
+                 "them, `--out DIR` writes report.json\n")
+    return text
 
 
-def render_text(report: Report) -> str:
+def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
+    """The report as terminal text; tables that grow with the cluster or the workload show their first `limit`
+    rows (None: all)."""
     gpu_cols = ["allocatable", "allocated", "free", "fragmented"]
     totals = report.totals
     parts = [
         f"GPUs ({GPU}): {totals.get('allocatable', 0)} allocatable, {totals.get('allocated', 0)} allocated, "
         f"{totals.get('free', 0)} free, {totals.get('fragmented', 0)} fragmented "
         f"(free on nodes that cannot host a full {FULL_POD_GPUS}-GPU pod) on {totals.get('nodes', 0)} nodes",
-        _table("GPUs by node", report.nodes, ["node", "rack", "spine", *gpu_cols]),
+        _table("GPUs by node", report.nodes, ["node", "rack", "spine", *gpu_cols], limit, "nodes"),
         _table("GPUs by rack", report.racks, ["rack", "spine", "nodes", *gpu_cols, "largest_free_node"]),
         _table(f"Queues ({GPU})", report.queues, ["queue", "state", "weight", "weight_share", "deserved", "capability",
                                                   "guarantee", "allocated", "inqueue", "volcano_allocated",
                                                   "running_gangs", "pending_gangs"]),
     ]
     if report.pending:
-        parts.append(_table("Pending gangs", report.pending, ["queue", "podgroup", "phase", "why"]))
+        parts.append(_table("Pending gangs", report.pending, ["queue", "podgroup", "phase", "why"], limit,
+                            "pending gangs"))
     if report.quotas:
         parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
-                                                             "percent"]))
+                                                             "percent"], limit, "quota rows"))
     return "\n".join(parts)

@@ -68,10 +68,12 @@ def fit_command(
 def report_command(
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="default: $KUBECONFIG / ~/.kube/config"),
     out: Optional[Path] = typer.Option(None, "--out", help="also write index.html, report.json and plots here"),
+    all_rows: bool = typer.Option(False, "--all", help="print every row of every table (default: the first 25 of "
+                                                       "the nodes, pending gangs and quota rows)"),
 ) -> None:
     """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas."""
     from trainyard.capacity import live
-    from trainyard.capacity.report import build_report, render_text
+    from trainyard.capacity.report import TEXT_ROWS, build_report, render_text
 
     try:
         snap = live.snapshot(live.connect(kubeconfig))
@@ -82,7 +84,7 @@ def report_command(
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(2)
     report = build_report(snap)
-    typer.echo(render_text(report))
+    typer.echo(render_text(report, limit=None if all_rows else TEXT_ROWS))
     if out is not None:
         from trainyard.capacity.html import write_html
 

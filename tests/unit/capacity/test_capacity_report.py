@@ -112,3 +112,15 @@ def test_volcanos_own_allocated_figure_is_shown():
     snap = snapshot()
     snap.queues[0]["status"]["allocated"] = {GPU: "16", "cpu": "0"}
     assert next(q for q in build_report(snap).queues if q["queue"] == "team-a")["volcano_allocated"] == 16
+
+
+@pytest.mark.parametrize("limit, shown, more_line", [(25, 25, "... and 75 more pending gangs (of 100)"),
+                                                     (None, 100, None), (200, 100, None)],
+                         ids=["long table cut", "--all", "limit above the rows"])
+def test_long_tables_show_their_first_rows_and_say_how_many_more(limit, shown, more_line):
+    snap = snapshot()
+    snap.pod_groups = [pod_group(f"wait-{i:03d}", "team-a", 16, 2, phase="Pending") for i in range(100)]
+    text = render_text(build_report(snap), limit=limit)
+    assert sum(f"wait-{i:03d}" in text for i in range(100)) == shown
+    assert (more_line in text) if more_line else "more pending gangs" not in text
+    assert "n3" in text and "team-a" in text  # the short tables (4 nodes, the queues) are whole
