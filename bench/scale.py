@@ -43,6 +43,7 @@ import yaml
 
 from trainyard import k8s as K
 from trainyard import stack_deploy
+from trainyard.benchkit import ChildrenWatch, counter_sum, histogram_buckets, process_usage
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -128,84 +129,9 @@ def metric_text(url: str) -> str:
         return response.read().decode()
 
 
-def metric_sums(text: str, names: set[str]) -> dict[str, float]:
-    """Each named counter summed over its labels (e.g. apiserver_request_total)."""
-    sums = dict.fromkeys(names, 0.0)
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in names:
-            sums[name] += float(line.rsplit(" ", 1)[1])
-    return sums
-
-
-def histogram_buckets(text: str, name: str) -> dict[float, float]:
-    """Cumulative bucket counts of histogram `name`, summed over its other labels."""
-    buckets: dict[float, float] = {}
-    for line in text.splitlines():
-        if line.startswith(f"{name}_bucket{{"):
-            le = line[line.index('le="') + 4:].split('"', 1)[0]
-            bound = float("inf") if le == "+Inf" else float(le)
-            buckets[bound] = buckets.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
-    return buckets
-
-
 def api_requests(cluster: str) -> float:
     """Every client's requests so far (apiserver_request_total, all verbs and resources)."""
-    text = local.kubectl(cluster, "get", "--raw", "/metrics")
-    return metric_sums(text, {"apiserver_request_total"})["apiserver_request_total"]
-
-
-def process_cpu_and_memory(pid: int) -> tuple[float, float, float]:
-    """(CPU seconds, peak RSS MiB, current RSS MiB) of a live process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return ((int(fields[11]) + int(fields[12])) / 100.0, int(status["VmHWM"].split()[0]) / 1024,
-            int(status["VmRSS"].split()[0]) / 1024)
-
-
-class ChildrenSeen:
-    """Watches JobSets and PodGroups cluster-wide; `both[(namespace, name)]` = when the TrainJob had both."""
-
-    KINDS = ((K.JOBSET_GROUP, K.JOBSET_VERSION, K.JOBSETS), (K.VOLCANO_GROUP, K.VOLCANO_VERSION, K.PODGROUPS))
-
-    def __init__(self, kubeconfig: str):
-        self.kubeconfig, self.lock, self.stop = kubeconfig, threading.Lock(), threading.Event()
-        self.seen: dict[tuple[str, str], set[str]] = {}
-        self.both: dict[tuple[str, str], float] = {}
-        self.threads = [threading.Thread(target=self._follow, args=kind, daemon=True) for kind in self.KINDS]
-        for thread in self.threads:
-            thread.start()
-
-    def _follow(self, group: str, version: str, plural: str) -> None:
-        from kubernetes import client, config, watch
-
-        custom = client.CustomObjectsApi(config.new_client_from_config(config_file=self.kubeconfig))
-        version_seen = ""
-        while not self.stop.is_set():
-            try:
-                for event in watch.Watch().stream(custom.list_cluster_custom_object, group, version, plural,
-                                                  timeout_seconds=30, resource_version=version_seen or None):
-                    metadata = event["object"]["metadata"]
-                    version_seen = metadata.get("resourceVersion", version_seen)
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._saw(plural, (metadata["namespace"], metadata["name"]))
-                    if self.stop.is_set():
-                        return
-            except Exception:  # noqa: BLE001 - a dropped or expired watch: list and watch again
-                version_seen = ""
-                time.sleep(0.5)
-
-    def _saw(self, plural: str, key: tuple[str, str]) -> None:
-        now = time.monotonic()
-        with self.lock:
-            kinds = self.seen.setdefault(key, set())
-            kinds.add(plural)
-            if len(kinds) == 2 and key not in self.both:
-                self.both[key] = now
-
-    def count(self, keys: set[tuple[str, str]]) -> int:
-        with self.lock:
-            return sum(1 for key in keys if key in self.both)
+    return counter_sum(local.kubectl(cluster, "get", "--raw", "/metrics"), "apiserver_request_total")
 
 
 def _rounded(value: float | None) -> float | None:
@@ -236,10 +162,10 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     cycle_metric = "volcano_e2e_scheduling_latency_milliseconds"
     own_metric = "trainyard_rest_client_requests_total"
     cycles_before = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
-    own_before = metric_sums(metric_text(controller_metrics), {own_metric})[own_metric]
+    own_before = counter_sum(metric_text(controller_metrics), own_metric)
     requests_before = api_requests(spec.name)
-    cpu_before, _, _ = process_cpu_and_memory(pid)
-    children = ChildrenSeen(kubeconfig)
+    cpu_before = process_usage(pid).cpu_s
+    children = ChildrenWatch(lambda: client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))).start()
     submitted: dict[tuple[str, str], float] = {}
     refused: dict[str, str] = {}
     lock = threading.Lock()
@@ -274,7 +200,8 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
           file=sys.stderr, flush=True)
     wait_for(lambda: children.count(keys) == len(keys), 900, "every TrainJob's JobSet and PodGroup", 2.0, error=None)
     children.stop.set()
-    cpu_after, peak_rss, rss = process_cpu_and_memory(pid)
+    usage = process_usage(pid)
+    cpu_after, peak_rss, rss = usage.cpu_s, usage.peak_rss_mib, usage.rss_mib
     lags = [children.both[key] - submitted[key] for key in keys if key in children.both]
     last_child = max((children.both[key] for key in keys if key in children.both), default=started)
     report_seconds, report_rc = timed_command(str(Path(sys.executable).parent / "trainyard"), "report",
@@ -285,7 +212,7 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
                                         "--kubeconfig", kubeconfig)
     cycles_after = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
     cycles = [(bound, count - cycles_before.get(bound, 0.0)) for bound, count in cycles_after.items()]
-    own = metric_sums(metric_text(controller_metrics), {own_metric})[own_metric] - own_before
+    own = counter_sum(metric_text(controller_metrics), own_metric) - own_before
     requests = api_requests(spec.name) - requests_before
     done = len(lags)
     figures = {

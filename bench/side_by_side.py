@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainyard import k8s as K
+from trainyard.benchkit import ChildrenWatch, RssTrace, process_usage, samples
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
@@ -103,16 +104,11 @@ def request_counts(api_client) -> Counter:
     text = api_client.call_api("/metrics", "GET", _preload_content=False, auth_settings=["BearerToken"],
                                _return_http_data_only=True).data.decode()
     counts: Counter = Counter()
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
-        labels = {k: v.strip('"') for k, v in labels.items()}
+    for sample, labels, value in samples(text, "apiserver_request_total"):
         resource = labels.get("resource", "")
-        if resource in RESOURCES:
-            verb = labels.get("verb", "")
-            counts[(verb, resource + (f"/{labels['subresource']}" if labels.get("subresource") else ""))] += \
-                float(line.rsplit(" ", 1)[1])
+        if sample == "apiserver_request_total" and resource in RESOURCES:
+            subresource = labels.get("subresource")
+            counts[(labels.get("verb", ""), resource + (f"/{subresource}" if subresource else ""))] += value
     return counts
 
 
@@ -125,96 +121,19 @@ def own_requests(which: str) -> Counter:
     """Requests the running controller has sent, by method, from its metrics endpoint."""
     from urllib.request import urlopen
 
-    from prometheus_client.parser import text_string_to_metric_families
-
     with urlopen(f"http://127.0.0.1:{CLUSTER.ports.port('controller_metrics')}/metrics", timeout=10) as response:
         text = response.read().decode()
     counts: Counter = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name == OWN_REQUEST_COUNTERS[which]:
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    counts[sample.labels.get("method", "")] += sample.value
+    for sample, labels, value in samples(text, OWN_REQUEST_COUNTERS[which]):
+        if sample.endswith("_total"):
+            counts[labels.get("method", "")] += value
     return counts
 
 
-def process_usage(pid: int) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of a live process and its threads."""
-    ticks = 100.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("VmHWM:"))
-    return cpu, peak / 1024
-
-
-class RssTrace:
-    """The controller's resident memory (VmRSS, MiB) every half second, to see when its peak comes."""
-
-    def __init__(self, pid: int, started: float):
-        self.points: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._sample, args=(pid, started), daemon=True)
-        self.thread.start()
-
-    def _sample(self, pid: int, started: float) -> None:
-        while not self.stop.wait(0.5):
-            try:
-                kib = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                           if line.startswith("VmRSS:"))
-            except (OSError, StopIteration):
-                return
-            self.points.append((round(time.monotonic() - started, 1), round(kib / 1024, 1)))
-
-    def finish(self) -> list[tuple[float, float]]:
-        self.stop.set()
-        self.thread.join()
-        return self.points
-
-
-class ChildWatch:
-    """Watches a namespace's JobSets and PodGroups; `done[name]` = when the TrainJob had both."""
-
-    def __init__(self, clients: Clients, namespace: str):
-        self.namespace, self.clients = namespace, clients
-        self.seen: dict[str, set[str]] = {}
-        self.done: dict[str, float] = {}
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._follow, args=args, daemon=True) for args in
-                        ((K.JOBSET_GROUP, K.JOBSET_VERSION, "jobsets"), (K.VOLCANO_GROUP, K.VOLCANO_VERSION, "podgroups"))]
-        for thread in self.threads:
-            thread.start()
-
-    def _follow(self, group: str, version: str, plural: str) -> None:
-        from kubernetes import watch
-
-        _, custom, _ = self.clients.new()
-        while not self.stop.is_set():
-            try:
-                for event in watch.Watch().stream(custom.list_namespaced_custom_object, group, version,
-                                                  self.namespace, plural, timeout_seconds=60):
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._saw(plural, event["object"]["metadata"]["name"])
-                    if self.stop.is_set():
-                        return
-            except Exception:  # the watch dropped (namespace deleted, API server busy): watch again
-                time.sleep(0.5)
-
-    def _saw(self, plural: str, name: str) -> None:
-        now = time.monotonic()
-        with self.lock:
-            kinds = self.seen.setdefault(name, set())
-            kinds.add(plural)
-            if len(kinds) == 2 and name not in self.done:
-                self.done[name] = now
-
-    def wait(self, names: list[str], timeout: float) -> bool:
-        def all_done() -> bool:
-            with self.lock:
-                return all(n in self.done for n in names)
-
-        return wait_for(all_done, timeout, f"the children of {len(names)} TrainJobs", 0.2, error=None)
+def wait_for_children(watcher: ChildrenWatch, namespace: str, names: list[str], timeout: float) -> bool:
+    keys = [(namespace, name) for name in names]
+    return wait_for(lambda: watcher.count(keys) == len(keys), timeout, f"the children of {len(names)} TrainJobs",
+                    0.2, error=None)
 
 
 def create_all(clients: Clients, namespace: str, names: list[str], threads: int = 8) -> None:
@@ -308,7 +227,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "trainingruntimes", runtime(namespace))
     drain_names = [f"tj-{i:05d}" for i in range(count)]
     create_all(clients, namespace, drain_names)
-    watcher = ChildWatch(clients, namespace)
+    watcher = ChildrenWatch(lambda: clients.new()[1], namespace).start()
+    done = watcher.both  # (namespace, name) -> when both children were seen
     before = request_counts(api_client)
     started = time.monotonic()
     pid = start_controller(which, unlimited)
@@ -317,8 +237,8 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     if profile_dir is not None and which == "trainyard":
         profile_dir.mkdir(parents=True, exist_ok=True)
         sampler = Sampler(pid, profile_dir / f"profile-{label.replace(' ', '-')}.txt")
-    drained = watcher.wait(drain_names, timeout=1800)
-    drain_seconds = max(watcher.done.get(n, time.monotonic()) for n in drain_names) - started
+    drained = wait_for_children(watcher, namespace, drain_names, timeout=1800)
+    drain_seconds = max(done.get((namespace, n), time.monotonic()) for n in drain_names) - started
 
     stream_names, created = [f"st-{i:05d}" for i in range(stream)], {}
     stream_started = time.monotonic()
@@ -326,9 +246,10 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
         time.sleep(max(0.0, stream_started + i / rate - time.monotonic()))
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs", trainjob(name, namespace))
         created[name] = time.monotonic()
-    watcher.wait(stream_names, timeout=600)
-    latencies = [watcher.done[n] - created[n] for n in stream_names if n in watcher.done]
-    cpu, peak = process_usage(pid) if pid_alive(pid) else (float("nan"), float("nan"))
+    wait_for_children(watcher, namespace, stream_names, timeout=600)
+    latencies = [done[(namespace, n)] - created[n] for n in stream_names if (namespace, n) in done]
+    usage = process_usage(pid) if pid_alive(pid) else None
+    cpu, peak = (usage.cpu_s, usage.peak_rss_mib) if usage else (float("nan"), float("nan"))
     profile = sampler.stop() if sampler else None
     rss_points = rss.finish()
     own = own_requests(which)
@@ -339,7 +260,7 @@ def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: in
     summed = {(verb, resource): v for (verb, resource), v in deltas.items()
               if verb != "DELETE" and (verb, resource) not in NOT_SUMMED and resource not in NOT_SUMMED_RESOURCES}
     writes = sum(v for (verb, _), v in summed.items() if verb in WRITE_VERBS)
-    curve = sorted(watcher.done[n] - started for n in drain_names if n in watcher.done)
+    curve = sorted(done[(namespace, n)] - started for n in drain_names if (namespace, n) in done)
     stop_trainjob_controller(CLUSTER.name)
     clean_up(custom, core, namespace)
     return {
