@@ -17,6 +17,8 @@ racks and gangs beyond their allowed hard tier. JSON, tables (markdown) and a PN
 
 Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--duration-scale 1.0]
        [--profiles gang,gang-overcommit,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
+       (also gang-capacity: elastic `capacity` queues with weighted deserved shares; gang-capacity-reserve: the
+       same plus trainyard's gang reservation, `trainyard.capacity.reserver`)
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
 """
 
@@ -28,6 +30,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from trainyard.capacity.reserver import Reserver
 from trainyard.cluster import local
 from trainyard import k8s as K
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
@@ -43,7 +46,14 @@ from trainyard.toolchain.build import ensure_built
 # enqueue gate idling GPUs, kept to show the difference), and the default kube-scheduler.
 PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-overcommit": SchedulerSettings(profile="gang", overcommit_factor=1.0),
+            "gang-capacity": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reserve": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
+DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
+"""The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
+RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
+"""Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
+gang of a queue below its deserved share waits before nodes are held for it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -52,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=150)
     parser.add_argument("--duration-scale", type=float, default=1.0, help="multiplies every job's duration")
     parser.add_argument("--overload", type=float, default=1.5, help="offered GPU-seconds / capacity over arrivals")
-    parser.add_argument("--profiles", default=",".join(PROFILES), help=f"comma-separated, of {', '.join(PROFILES)}")
+    parser.add_argument("--profiles", default=",".join(DEFAULT_PROFILES),
+                        help=f"comma-separated, of {', '.join(PROFILES)} (default {','.join(DEFAULT_PROFILES)})")
     parser.add_argument("--direct", action="store_true", help="PodGroups + bare pods instead of TrainJobs")
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--racks", type=int, default=8)
@@ -86,9 +97,14 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         if settings is not None:
             replay.use_scheduler_settings(settings)
         print(f"replaying {len(trace)} jobs with {profile} ({'direct' if args.direct else 'TrainJobs'})", flush=True)
+        reserver = Reserver(replay.api_client, after_s=RESERVE_AFTER_S[profile]).start() \
+            if profile in RESERVE_AFTER_S else None
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
+        reservations = reserver.finish() if reserver else []
         figures = figures_of(trace, spec, record.submitted, list(record.pods.values()), record.end, rack_of, spine_of)
-        figures.update(wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
+        figures.update(reservations=[{"at": round(at, 1), "gang": "/".join(r.gang) if r else None,
+                                      "nodes": list(r.nodes) if r else []} for at, r in reservations],
+                       wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
                        scheduler_conf=None if settings is None else summary_settings(settings),
                        records={"submitted": record.submitted, "pods": [asdict(p) for p in record.pods.values()]})
         results[profile] = figures

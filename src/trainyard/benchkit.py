@@ -116,10 +116,9 @@ class ChildrenWatch:
         from kubernetes import watch
 
         custom = self.new_custom_api()
-        if self.namespace is None:
-            lister, args = custom.list_cluster_custom_object, (group, version, plural)
-        else:
-            lister, args = custom.list_namespaced_custom_object, (group, version, self.namespace, plural)
+        args: tuple[str, ...] = (group, version, plural) if self.namespace is None else (
+            group, version, self.namespace, plural)
+        lister = custom.list_cluster_custom_object if self.namespace is None else custom.list_namespaced_custom_object
         version_seen = ""
         while not self.stop.is_set():
             try:

@@ -93,6 +93,7 @@ NAMESPACE_QUEUE_LABEL = f"{TRAINYARD_DOMAIN}/queue"
 NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  # comma-separated
 NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
 PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
+RESERVATION_TAINT = f"{TRAINYARD_DOMAIN}/reserved-for"  # NoSchedule on nodes held for a waiting gang; value = the gang
 CATALOG_VERSION_LABEL = f"{TRAINYARD_DOMAIN}/catalog-version"
 CATALOG_RUNTIME_LABEL = f"{TRAINYARD_DOMAIN}/catalog-runtime"
 MPI_IMPLEMENTATION_LABEL = f"{TRAINYARD_DOMAIN}/mpi-implementation"

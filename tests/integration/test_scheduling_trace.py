@@ -78,3 +78,43 @@ def test_the_kube_scheduler_baseline_stays_kube_scheduler(replay):
     replay._tenant_namespaces(gang=True)
     labels = replay.core.read_namespace(DEFAULT_TENANTS[0].name).metadata.labels
     assert labels.get("trainyard.dev/queue") == DEFAULT_TENANTS[0].name
+
+
+def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_busy(replay):
+    """Elastic queues (`capacity`) let a backlog of one queue take every node that frees up, so a rack-bound
+    gang of another queue could wait until the backlog is gone. With trainyard's reservation the gang gets the
+    rack's nodes as soon as they drain, and no other pod is bound there meanwhile."""
+    from trainyard import k8s as K
+    from trainyard.capacity.reserver import Reserver
+    from trainyard.queues.scheduler_config import SchedulerSettings
+    from trainyard.schedtrace.trace import TraceJob
+
+    heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
+    fillers = [TraceJob(f"f{i}", light, 0.0, 12.0 + 1.5 * i, 1, 8, None) for i in range(SPEC.nodes)]
+    backlog = [TraceJob(f"b{i}", light, 1.0, 30.0, 1, 8, None) for i in range(10)]
+    gang = TraceJob("g", heavy, 2.0, 5.0, 2, 8, 1)
+    replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
+    reserver = Reserver(replay.api_client, after_s=2.0, period=0.5).start()
+    try:
+        record = replay.run(fillers + backlog + [gang], "gang-capacity-reserve", gang=True, direct=True, timeout=180)
+    finally:
+        history = reserver.finish()
+        replay.use_scheduler_settings(SchedulerSettings())
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    held = [r for _, r in history if r is not None]
+    assert held and {r.gang for r in held} == {(heavy, "g")}, history
+    reserved = set(held[0].nodes)
+    pods = M.by_job(record.pods.values())
+    gang_pods = pods["g"]
+    assert {p.node for p in gang_pods} == reserved
+    gang_start = min(p.bound for p in gang_pods)
+    drained = max(p.ended for job, mine in pods.items() if job.startswith("f") for p in mine if p.node in reserved)
+    assert gang_start <= drained + 5, (gang_start, drained)
+    intruders = [(job, p.node, p.bound) for job, mine in pods.items() if job.startswith("b")
+                 for p in mine if p.node in reserved and p.bound < gang_start]
+    assert intruders == []
+    # without the reservation the backlog would have held every node until its first pods ended (~12 + 30 s)
+    assert gang_start < min(p.ended for job, mine in pods.items() if job.startswith("b") for p in mine)
+    nodes = replay.core.list_node().items
+    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    replay.clean()

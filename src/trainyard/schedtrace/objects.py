@@ -24,11 +24,24 @@ PATCH_MANAGER = f"{K.TRAINYARD_DOMAIN}/trace-bench"
 CONTAINER = "node"
 
 
-def tenant_spec(tenant: Tenant, capacity_gpus: int) -> TenantSpec:
+def weighted_deserved(tenants: tuple[Tenant, ...], capacity_gpus: int) -> dict[str, int]:
+    """Each tenant's weight share of the cluster's GPUs, whole GPUs summing to the capacity (largest
+    remainders first): the `deserved` the `capacity` queue plugin orders and reclaims by."""
+    total = sum(t.weight for t in tenants)
+    exact = {t.name: capacity_gpus * t.weight / total for t in tenants}
+    out = {name: int(value) for name, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda name: (out[name] - exact[name], name))
+    for name in by_remainder[:capacity_gpus - sum(out.values())]:
+        out[name] += 1
+    return out
+
+
+def tenant_spec(tenant: Tenant, capacity_gpus: int, deserved_gpus: int | None = None) -> TenantSpec:
     """A stack-like tenant: its own namespace and queue (weight from the trace; capability = the cluster,
-    so only the weights divide it)."""
+    so only the weights divide it; `deserved_gpus` for the `capacity` plugin, which ignores weights)."""
+    deserved = {} if deserved_gpus is None else {K.GPU_RESOURCE: deserved_gpus}
     return TenantSpec(name=tenant.name, namespace=tenant.name, catalog_version="1.2.0",
-                      queue=QueueSpec(name=tenant.name, weight=tenant.weight,
+                      queue=QueueSpec(name=tenant.name, weight=tenant.weight, deserved=deserved,
                                       capability={K.GPU_RESOURCE: capacity_gpus}),
                       quota=TenantQuota(cpu=10000, memory="100Ti", gpu=capacity_gpus, train_jobs=10000),
                       groups=TenantGroups.defaults_for(tenant.name))
@@ -41,6 +54,13 @@ def tenant_objects_for(tenants: tuple[Tenant, ...], capacity_gpus: int) -> list[
         spec = tenant_spec(tenant, capacity_gpus)
         out += [tenant_objects.render_namespace(spec, PolicySpec()), tenant_objects.render_tenant_queue(spec)]
     return out
+
+
+def tenant_queues_for(tenants: tuple[Tenant, ...], capacity_gpus: int, queue_plugin: str) -> list[dict]:
+    """The tenants' Volcano Queues for a queue plugin: `capacity` gets each queue's weighted deserved."""
+    deserved = weighted_deserved(tenants, capacity_gpus) if queue_plugin == "capacity" else {}
+    return [tenant_objects.render_tenant_queue(tenant_spec(t, capacity_gpus, deserved.get(t.name)))
+            for t in tenants]
 
 
 def hypernodes_for(nodes: list[dict]) -> list[dict]:

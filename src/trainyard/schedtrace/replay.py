@@ -144,7 +144,8 @@ class Replay:
     def use_scheduler_settings(self, settings: SchedulerSettings) -> None:
         """Deploy the generated scheduler ConfigMap and wait until vc-scheduler's file holds it (the cluster's
         scheduler-conf sync copies it; vc-scheduler reloads on the file's change)."""
-        self.apply([scheduler_configmap(settings)])
+        self.apply(objects.tenant_queues_for(self.tenants, self.capacity, settings.queue_plugin)
+                   + [scheduler_configmap(settings)])
         conf = local.ClusterPaths.for_name(self.cluster).scheduler_conf
         wanted = render(settings)
         wait_for(lambda: conf.exists() and conf.read_text() == wanted, 60, "the scheduler conf file to update", 0.5)

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from trainyard.schedtrace import trace as T
+from trainyard.schedtrace.trace import DEFAULT_TENANTS, Tenant
 
 
 def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
@@ -64,3 +65,27 @@ def test_size_buckets_sort_single_pods_first_then_gangs_by_size():
 def test_refuses_an_empty_trace(kwargs):
     with pytest.raises(ValueError):
         T.generate(**{"seed": 1, "jobs": 10, "capacity_gpus": 64, **kwargs})
+
+
+@pytest.mark.parametrize("weights, capacity, expected", [
+    ((4, 2, 1), 512, {"t0": 293, "t1": 146, "t2": 73}),
+    ((1, 1, 1), 10, {"t0": 4, "t1": 3, "t2": 3}),
+    ((1,), 7, {"t0": 7}),
+    ((3, 1), 0, {"t0": 0, "t1": 0}),
+])
+def test_weighted_deserved_splits_whole_gpus_by_weight(weights, capacity, expected):
+    from trainyard.schedtrace.objects import weighted_deserved
+
+    tenants = tuple(Tenant(f"t{i}", w, 1 / len(weights)) for i, w in enumerate(weights))
+    out = weighted_deserved(tenants, capacity)
+    assert out == expected and sum(out.values()) == capacity
+
+
+def test_capacity_queues_carry_deserved_and_proportion_queues_do_not():
+    from trainyard.schedtrace.objects import tenant_queues_for
+
+    capacity = {q["metadata"]["name"]: q["spec"].get("deserved") for q in tenant_queues_for(DEFAULT_TENANTS, 512, "capacity")}
+    proportion = {q["metadata"]["name"]: q["spec"].get("deserved") for q in tenant_queues_for(DEFAULT_TENANTS, 512, "proportion")}
+    assert capacity == {"team-a": {"nvidia.com/gpu": "293"}, "team-b": {"nvidia.com/gpu": "146"},
+                        "team-c": {"nvidia.com/gpu": "73"}}
+    assert proportion == dict.fromkeys(capacity)
