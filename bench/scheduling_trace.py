@@ -18,7 +18,10 @@ racks and gangs beyond their allowed hard tier. JSON, tables (markdown) and a PN
 Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--duration-scale 1.0]
        [--profiles gang,gang-overcommit,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
        (also gang-capacity: elastic `capacity` queues with weighted deserved shares; gang-capacity-reserve: the
-       same plus trainyard's gang reservation, `trainyard.capacity.reserver`)
+       same plus trainyard's gang reservation, `trainyard.capacity.reserver`; gang-capacity-reclaim: the same plus
+       trainyard's gang-aware reclaim, `trainyard.capacity.reclaimer`)
+       [--model SEEDS [--calibrate JSON]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
+       beside the real runs of JSON
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
 """
 
@@ -30,6 +33,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from trainyard.capacity import live
+from trainyard.capacity.reclaimer import Reclaimer
 from trainyard.capacity.reserver import Reserver
 from trainyard.cluster import local
 from trainyard import k8s as K
@@ -37,7 +42,8 @@ from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.schedtrace import summary
 from trainyard.schedtrace.metrics import PodRecord
-from trainyard.schedtrace.objects import KUBE_SCHEDULER
+from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
+from trainyard.schedtrace.objects import KUBE_SCHEDULER, weighted_deserved
 from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
 from trainyard.toolchain.build import ensure_built
@@ -48,12 +54,16 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-overcommit": SchedulerSettings(profile="gang", overcommit_factor=1.0),
             "gang-capacity": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reserve": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reclaim": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
 """The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
 RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
 """Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
 gang of a queue below its deserved share waits before nodes are held for it."""
+RECLAIM_AFTER_S = {"gang-capacity-reclaim": 10.0}
+"""Profiles that run trainyard's gang-aware reclaim (`trainyard.capacity.reclaimer`): seconds such a gang waits
+before whole TrainJobs of queues above their share are suspended to make room for it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -70,6 +80,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--spines", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    parser.add_argument("--model", type=int, metavar="SEEDS", help="no cluster: replay the profiles on trainyard's "
+                        "model of vc-scheduler (`trainyard.schedtrace.model`) with this many seeds each")
+    parser.add_argument("--calibrate", type=Path, metavar="JSON", help="with --model: compare with the real replays "
+                        "of an earlier scheduling_trace.json (same seed and options), profile by profile")
     parser.add_argument("--reanalyse", type=Path, help="no cluster: recompute the figures from the pod records of "
                         "an earlier scheduling_trace.json (same seed and options)")
     args = parser.parse_args(argv)
@@ -97,12 +111,16 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         if settings is not None:
             replay.use_scheduler_settings(settings)
         print(f"replaying {len(trace)} jobs with {profile} ({'direct' if args.direct else 'TrainJobs'})", flush=True)
-        reserver = Reserver(replay.api_client, after_s=RESERVE_AFTER_S[profile]).start() \
-            if profile in RESERVE_AFTER_S else None
+        api = live.connect(str(local.ClusterPaths.for_name(spec.name).kubeconfig))
+        reserver = Reserver(api, after_s=RESERVE_AFTER_S[profile]).start() if profile in RESERVE_AFTER_S else None
+        reclaimer = Reclaimer(api, after_s=RECLAIM_AFTER_S[profile]).start() if profile in RECLAIM_AFTER_S else None
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
         reservations = reserver.finish() if reserver else []
+        evictions = reclaimer.finish() if reclaimer else []
         figures = figures_of(trace, spec, record.submitted, list(record.pods.values()), record.end, rack_of, spine_of)
-        figures.update(reservations=[{"at": round(at, 1), "gang": "/".join(r.gang) if r else None,
+        figures.update(evictions=[{"at": round(at, 1), "gang": "/".join(e.gang), "victims": ["/".join(v) for v in e.victims]}
+                                  for at, e in evictions],
+                       reservations=[{"at": round(at, 1), "gang": "/".join(r.gang) if r else None,
                                       "nodes": list(r.nodes) if r else []} for at, r in reservations],
                        wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
                        scheduler_conf=None if settings is None else summary_settings(settings),
@@ -181,6 +199,50 @@ def reanalyse(args, spec: ClusterSpec, trace) -> dict[str, dict]:
     return results
 
 
+def model_policy(profile: str, capacity: int) -> ModelPolicy | None:
+    """The model of a profile (None: not modelled: the overcommit gate, eviction task by task, kube-scheduler)."""
+    elastic = {"queue_plugin": "capacity", "deserved": weighted_deserved(DEFAULT_TENANTS, capacity)}
+    return {"gang": ModelPolicy(), "gang-capacity": ModelPolicy(**elastic),
+            "gang-capacity-reserve": ModelPolicy(**elastic, reserve_after_s=RESERVE_AFTER_S["gang-capacity-reserve"]),
+            "gang-capacity-reclaim": ModelPolicy(**elastic, reclaim_after_s=RECLAIM_AFTER_S["gang-capacity-reclaim"]),
+            }.get(profile)
+
+
+def model_main(args, spec: ClusterSpec, trace) -> int:
+    """Each modelled profile, `args.model` seeds: the mean figures, and beside the real runs with --calibrate."""
+    nodes = [ModelNode(n["metadata"]["name"], n["metadata"]["labels"][K.RACK_LABEL], n["metadata"]["labels"][K.SPINE_LABEL],
+                       spec.gpus_per_node) for n in gpu_nodes(spec)]
+    rack_of, spine_of = {n.name: n.rack for n in nodes}, {n.name: n.spine for n in nodes}
+    capacity = spec.nodes * spec.gpus_per_node
+    weights = {t.name: t.weight for t in DEFAULT_TENANTS}
+    real = json.loads(args.calibrate.read_text())["results"] if args.calibrate else {}
+    rows, document = [], {}
+    for profile in args.profiles.split(","):
+        policy = model_policy(profile, capacity)
+        if policy is None:
+            print(f"{profile}: not modelled")
+            continue
+        runs = []
+        for seed in range(args.model):
+            started = time.monotonic()
+            submitted, pods, end = simulate(trace, nodes, weights, policy, seed=seed)
+            figures = summary.summarize(trace, pods, submitted, end, capacity, weights, rack_of, spine_of)
+            runs.append({"seed": seed, "seconds": round(time.monotonic() - started, 2),
+                         "allocation": figures["allocation_while_saturated"], "evicted_share": figures["evicted_share"],
+                         "partial_gangs": len(figures["partial_gangs"]),
+                         "beyond_tier": len(figures["topology"]["beyond_allowed_tier"]),
+                         "deviation_points": {q: v["deviation_points"] for q, v in figures["queues"].items()}})
+        document[profile] = runs
+        rows.append(summary.calibration_row(profile, runs, real.get(profile)))
+    print(summary.markdown([summary.CALIBRATION_HEADER(list(weights))] + rows))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scheduling_trace_model.json").write_text(json.dumps(
+        {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "jobs": args.jobs, "seeds": args.model,
+         "calibrated_against": str(args.calibrate) if args.calibrate else None, "results": document}, indent=1))
+    print(f"\nresults in {args.out}/scheduling_trace_model.json")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     spec = cluster_spec(args)
@@ -190,6 +252,8 @@ def main(argv=None) -> int:
     print(f"trace: {len(trace)} jobs, {sum(j.pods for j in trace)} pods, arrivals over {trace[-1].arrival:.0f}s, "
           f"{offered_gpu_seconds(trace) / capacity:.0f}s of full-cluster work on {capacity} GPUs", flush=True)
     started = time.monotonic()
+    if args.model:
+        return model_main(args, spec, trace)
     if args.reanalyse:
         previous = json.loads(args.reanalyse.read_text())
         results, wall = reanalyse(args, spec, trace), previous["total_wall_s"]

@@ -233,6 +233,10 @@ class ApiServer:
         return self._call("PATCH", resource.path(namespace, name, "status"), body={"status": status},
                           content_type="application/merge-patch+json")
 
+    def merge_patch(self, resource: Resource, name: str, patch: dict, namespace: str | None = None) -> dict:
+        """A JSON merge patch (lists are replaced whole): for fields other writers share, such as a node's taints."""
+        return self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
+
     def delete(self, resource: Resource, name: str, namespace: str | None = None,
                propagation: str = "Foreground") -> None:
         try:

@@ -94,6 +94,7 @@ NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  
 NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
 PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
 RESERVATION_TAINT = f"{TRAINYARD_DOMAIN}/reserved-for"  # NoSchedule on nodes held for a waiting gang; value = the gang
+RECLAIMED_FOR_ANNOTATION = f"{TRAINYARD_DOMAIN}/reclaimed-for"  # on a TrainJob suspended to make room: "<ns>/<gang> <epoch s>"
 CATALOG_VERSION_LABEL = f"{TRAINYARD_DOMAIN}/catalog-version"
 CATALOG_RUNTIME_LABEL = f"{TRAINYARD_DOMAIN}/catalog-runtime"
 MPI_IMPLEMENTATION_LABEL = f"{TRAINYARD_DOMAIN}/mpi-implementation"

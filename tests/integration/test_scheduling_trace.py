@@ -85,6 +85,7 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     gang of another queue could wait until the backlog is gone. With trainyard's reservation the gang gets the
     rack's nodes as soon as they drain, and no other pod is bound there meanwhile."""
     from trainyard import k8s as K
+    from trainyard.capacity import live
     from trainyard.capacity.reserver import Reserver
     from trainyard.queues.scheduler_config import SchedulerSettings
     from trainyard.schedtrace.trace import TraceJob
@@ -94,7 +95,8 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     backlog = [TraceJob(f"b{i}", light, 1.0, 30.0, 1, 8, None) for i in range(10)]
     gang = TraceJob("g", heavy, 2.0, 5.0, 2, 8, 1)
     replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
-    reserver = Reserver(replay.api_client, after_s=2.0, period=0.5).start()
+    reserver = Reserver(live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig)), after_s=2.0,
+                        period=0.5).start()
     try:
         record = replay.run(fillers + backlog + [gang], "gang-capacity-reserve", gang=True, direct=True, timeout=180)
     finally:
@@ -117,4 +119,46 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     assert gang_start < min(p.ended for job, mine in pods.items() if job.startswith("b") for p in mine)
     nodes = replay.core.list_node().items
     assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    replay.clean()
+
+
+def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_them(replay):
+    """Elastic queues lend the whole cluster to one queue's long jobs; a gang of a queue below its deserved share
+    then waits for them all. trainyard's reclaim suspends two whole TrainJobs of the lender in one rack (their
+    pods are deleted, never one pod of a gang), the gang starts there, and the victims are resumed and rerun."""
+    from trainyard import k8s as K
+    from trainyard.capacity import live
+    from trainyard.capacity.reclaimer import Reclaimer
+    from trainyard.queues.scheduler_config import SchedulerSettings
+    from trainyard.schedtrace.trace import TraceJob
+
+    heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
+    lender = [TraceJob(f"l{i}", light, 0.0, 40.0, 1, 8, None) for i in range(SPEC.nodes)]
+    gang = TraceJob("g", heavy, 3.0, 5.0, 2, 8, 1)
+    replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
+    api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
+    reclaimer = Reclaimer(api, after_s=2.0, period=0.5).start()
+    try:
+        record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=240)
+    finally:
+        history = reclaimer.finish()
+        replay.use_scheduler_settings(SchedulerSettings())
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    assert [e.gang for _, e in history] == [(heavy, "g")], history
+    eviction = history[0][1]
+    victims = {name for _, name in eviction.victims}
+    assert len(victims) == 2 and all(name.startswith("l") for name in victims)
+    pods = M.by_job(record.pods.values())
+    gang_start = min(p.bound for p in pods["g"])
+    assert {p.node for p in pods["g"]} == set(eviction.nodes) and gang_start < 30, (pods["g"], eviction)
+    for name in victims:  # evicted whole before the gang started, then run again to the end
+        first, *rest = sorted(pods[name], key=lambda p: p.bound)
+        assert not first.succeeded and first.ended <= gang_start + 1
+        assert rest and rest[-1].succeeded
+    for name in {j.name for j in lender} - victims:
+        assert len(pods[name]) == 1 and pods[name][0].succeeded
+    assert M.partial_gangs([gang], pods, 1.0, record.end) == []
+    leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
+                 if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
+    assert leftovers == []
     replay.clean()

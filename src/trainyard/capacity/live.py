@@ -38,7 +38,7 @@ class Snapshot:
     """Events of PodGroups (Volcano's enqueue verdicts)."""
 
 
-def _items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
+def list_items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
            optional: bool = False) -> list[dict]:
     try:
         found = api.list(resource, namespace, field_selector=field_selector).get("items") or []
@@ -67,14 +67,14 @@ def snapshot(api: ApiServer, namespace: str | None = None) -> Snapshot:
         "events": (EVENTS, None, "involvedObject.kind=PodGroup,reason=Unschedulable", True),
     }
     with ThreadPoolExecutor(max_workers=len(lists)) as pool:
-        futures = {field_name: pool.submit(_items, api, resource, ns, field_selector=selector, optional=optional)
+        futures = {field_name: pool.submit(list_items, api, resource, ns, field_selector=selector, optional=optional)
                    for field_name, (resource, ns, selector, optional) in lists.items()}
         return Snapshot(**{field_name: future.result() for field_name, future in futures.items()})
 
 
 def priority_values(api: ApiServer) -> dict[str, int]:
     """PriorityClass name -> value (empty when not allowed to list them)."""
-    classes = _items(api, Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    classes = list_items(api, Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
                      optional=True)
     return {meta_name(c): int(c.get("value") or 0) for c in classes}
 
@@ -168,3 +168,30 @@ def admission(api: ApiServer, trainjob: dict, quotas: bool = True) -> tuple[list
 
 __all__ = ["Snapshot", "snapshot", "connect", "dry_run_create", "fetch_runtime", "namespace_object", "admission",
            "k8s"]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the gang reservation and reclaim loops plan from: one snapshot, as models."""
+
+    snapshot: Snapshot
+    nodes: list
+    """`capacity.model.Node`s with what their active pods use."""
+    allocated: dict
+    """Queue -> GPUs its bound, active pods hold."""
+    deserved: dict
+    """Queue -> its `deserved` GPUs, else its weight share of the cluster."""
+
+
+def cluster_view(api: ApiServer) -> ClusterView:
+    from fractions import Fraction
+
+    from trainyard.capacity.model import GPU, nodes_from, queue_uses, weight_shares
+
+    snap = snapshot(api)
+    nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
+    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods)
+    shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes), Fraction(0)))
+    return ClusterView(snapshot=snap, nodes=nodes,
+                       allocated={name: use.allocated.get(GPU, Fraction(0)) for name, use in uses.items()},
+                       deserved={name: use.deserved.get(GPU) or shares.get(name, Fraction(0)) for name, use in uses.items()})

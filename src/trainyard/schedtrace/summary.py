@@ -30,6 +30,7 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
         "jobs": len(trace), "jobs_finished": len(finished), "run_s": round(end, 1),
         "allocation_while_saturated": None if allocation is None else round(allocation, 4),
         "saturated_s": round(contended, 1),
+        "evicted_share": evicted_share(pods),
         "idle_points_by_cause": M.idle_breakdown(trace, grouped, submitted, line, capacity, weights),
         "partial_gangs": partial,
         "queues": M.queue_shares(line, capacity, weights),
@@ -39,6 +40,14 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
         "series": {"t": _rounded(line.t[::every]), "demand": _rounded(line.demand[::every]),
                    "held": {name: _rounded(values[::every]) for name, values in line.held_by_tenant.items()}},
     }
+
+
+def evicted_share(pods: Sequence[M.PodRecord]) -> float:
+    """Of every GPU-second held, the share held by pods that ended without succeeding (evicted to make room,
+    then run again from the start): allocation counts that work, this says how much of it was lost."""
+    spans = [(p.gpus * (p.ended - p.bound), p.succeeded) for p in pods if p.bound is not None and p.ended is not None]
+    total = sum(span for span, _ in spans)
+    return round(sum(span for span, ok in spans if not ok) / total, 4) if total else 0.0
 
 
 def _rounded(values: np.ndarray) -> list[float]:
@@ -97,3 +106,28 @@ def idle_rows(results: Mapping[str, dict]) -> list[list[str]]:
 def markdown(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows[1:]])
+
+
+def CALIBRATION_HEADER(queues: Sequence[str]) -> list[str]:
+    return (["profile", "model alloc % (mean, min-max)", "real alloc %"]
+            + [f"{q} dev model / real" for q in queues] + ["evicted % model / real", "model s per run"])
+
+
+def calibration_row(profile: str, runs: Sequence[Mapping], real: Mapping | None) -> list[str]:
+    """One profile: the model's mean (and range) over seeds beside one real replay's figures."""
+    allocation = [100 * r["allocation"] for r in runs if r["allocation"] is not None]
+    queues = list(runs[0]["deviation_points"])
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(values) if values else float("nan")
+
+    row = [profile, f"{mean(allocation):.1f} ({min(allocation):.1f}-{max(allocation):.1f})" if allocation else "-",
+           _pct(real["allocation_while_saturated"]) if real else "-"]
+    for queue in queues:
+        modelled = mean([r["deviation_points"][queue] for r in runs if r["deviation_points"][queue] is not None])
+        measured = (real or {}).get("queues", {}).get(queue, {}).get("deviation_points")
+        row.append(f"{modelled:+.1f} / " + ("-" if measured is None else f"{measured:+.1f}"))
+    row.append(f"{100 * mean([r['evicted_share'] for r in runs]):.1f} / "
+               + ("-" if not real or "evicted_share" not in real else f"{100 * real['evicted_share']:.1f}"))
+    row.append(f"{mean([r['seconds'] for r in runs]):.1f}")
+    return row

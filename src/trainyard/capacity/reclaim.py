@@ -1,0 +1,147 @@
+"""Which whole jobs to evict so a starving gang fits (pure): gang-aware reclaim.
+
+Elastic queues (Volcano `capacity`) lend idle GPUs to whoever can use them; without taking them back, a queue
+whose jobs arrive later, or need a whole rack, stays below its share for as long as the borrowers run. Volcano
+v1.14's `reclaim` evicts task by task, which breaks gangs (volcano#4607); v1.15 announces a gang-aware one.
+This plans trainyard's: the gang of the queue furthest below its deserved share that has waited `after_s`,
+whose queue stays within its share with it, gets the `pods` nodes of one allowed domain (rack for tier 1,
+spine for tier 2, anywhere for none) that cost the fewest GPUs to free, by evicting whole jobs of queues
+above their deserved share, each of which stays at or above it. The live loop (`capacity.reclaimer`) suspends
+and resumes the victims' TrainJobs; `schedtrace.model` replays it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Mapping, Sequence
+
+from trainyard.capacity.model import GPU, Node
+from trainyard.capacity.reservation import WaitingGang, domain_of
+
+JobKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    key: JobKey
+    """(namespace, name) of its PodGroup (= its TrainJob's name)."""
+    queue: str
+    gpus: Fraction
+    """GPUs its bound pods hold, all nodes together."""
+    nodes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    gang: JobKey
+    victims: tuple[JobKey, ...]
+    nodes: tuple[str, ...]
+    """Where the gang will fit once the victims are gone."""
+
+
+def starving_gangs(gangs: Iterable[WaitingGang], allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+                   after_s: float) -> list[WaitingGang]:
+    """Gangs that waited `after_s` in a queue that stays within its deserved share with them: lowest queue
+    share first, then the longest wait."""
+    out = []
+    for gang in gangs:
+        owed = deserved.get(gang.queue, Fraction(0))
+        held = allocated.get(gang.queue, Fraction(0))
+        if owed > 0 and gang.waiting_s >= after_s and held + gang.pods * gang.gpus_per_pod <= owed:
+            out.append((held / owed, -gang.waiting_s, gang.key, gang))
+    return [gang for *_, gang in sorted(out, key=lambda o: o[:3])]
+
+
+def evictable(job: RunningJob, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction]) -> bool:
+    """A job whose queue stays at or above its deserved share without it."""
+    return allocated.get(job.queue, Fraction(0)) - job.gpus >= deserved.get(job.queue, Fraction(0))
+
+
+def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequence[RunningJob],
+                      allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction]) -> Eviction | None:
+    """The allowed domain whose `pods` cheapest nodes free up for the fewest evicted GPUs (ties: domain name).
+    A node counts when it already has room for one pod, or when every job on it may be evicted."""
+    on_node: dict[str, list[RunningJob]] = {}
+    for job in running:
+        for name in job.nodes:
+            on_node.setdefault(name, []).append(job)
+    domains: dict[str, list[tuple[Fraction, str, frozenset[JobKey]]]] = {}
+    by_key = {job.key: job for job in running}
+    for node in nodes:
+        if not node.schedulable or node.allocatable.get(GPU, Fraction(0)) < gang.gpus_per_pod:
+            continue
+        jobs = on_node.get(node.name, [])
+        option: tuple[Fraction, str, frozenset[JobKey]]
+        if node.free() >= gang.gpus_per_pod:
+            option = (Fraction(0), node.name, frozenset())
+        elif jobs and all(evictable(job, allocated, deserved) for job in jobs):
+            option = (sum((job.gpus for job in jobs), Fraction(0)), node.name, frozenset(job.key for job in jobs))
+        else:
+            continue
+        domains.setdefault(domain_of(node, gang.tier), []).append(option)
+    best: tuple[Fraction, str, Eviction] | None = None
+    for domain, options in sorted(domains.items()):
+        if len(options) < gang.pods:
+            continue
+        chosen = sorted(options)[:gang.pods]
+        victims = frozenset().union(*(keys for _, _, keys in chosen))
+        cost = sum((by_key[key].gpus for key in victims), Fraction(0))
+        if best is None or (cost, domain) < best[:2]:
+            best = (cost, domain, Eviction(gang.key, tuple(sorted(victims)), tuple(sorted(n for _, n, _ in chosen))))
+    return None if best is None else best[2]
+
+
+def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[RunningJob],
+         allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction], after_s: float) -> Eviction | None:
+    """The one eviction to make now, for the first starving gang that some domain can make room for (None: no
+    gang starves, or it already fits somewhere and only waits for the scheduler's next cycle)."""
+    for gang in starving_gangs(gangs, allocated, deserved, after_s):
+        eviction = cheapest_eviction(nodes, gang, running, allocated, deserved)
+        if eviction is not None:
+            return eviction if eviction.victims else None
+    return None
+
+
+def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_keys: set[JobKey]) -> list[RunningJob]:
+    """Jobs whose bound, active pods hold GPUs, by PodGroup (its queue); only `evictable_keys` (TrainJobs
+    that can be suspended) are returned."""
+    from trainyard.capacity.model import GROUP_ANNOTATION, is_active, meta, pod_resources
+
+    queue_of = {(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue") or "default"
+                for g in pod_groups}
+    gpus: dict[JobKey, Fraction] = {}
+    nodes: dict[JobKey, set[str]] = {}
+    for pod in pods:
+        key = (meta(pod).get("namespace", ""), (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION, ""))
+        held = pod_resources(pod).get(GPU, Fraction(0))
+        if key not in evictable_keys or key not in queue_of or not is_active(pod) or held <= 0:
+            continue
+        gpus[key] = gpus.get(key, Fraction(0)) + held
+        nodes.setdefault(key, set()).add((pod.get("spec") or {})["nodeName"])
+    return [RunningJob(key, queue_of[key], gpus[key], frozenset(nodes[key])) for key in sorted(gpus)]
+
+
+def reclaimed_note(gang: JobKey, at: float) -> str:
+    """The annotation a victim carries while suspended for `gang` (so a restarted loop knows to resume it)."""
+    return f"{gang[0]}/{gang[1]} {at:.0f}"
+
+
+def parse_reclaimed_note(text: str) -> tuple[JobKey, float] | None:
+    try:
+        gang, at = text.split(" ", 1)
+        namespace, name = gang.split("/", 1)
+        return (namespace, name), float(at)
+    except ValueError:
+        return None
+
+
+def to_resume(notes: Mapping[JobKey, str], placed_or_gone: set[JobKey], now: float, timeout_s: float) -> list[JobKey]:
+    """Victims to resume: their gang is placed or gone, or waited `timeout_s` since the eviction (a gang that
+    still does not fit must not keep other jobs suspended for ever); unreadable notes are resumed too."""
+    out = []
+    for victim, text in notes.items():
+        parsed = parse_reclaimed_note(text)
+        if parsed is None or parsed[0] in placed_or_gone or now - parsed[1] >= timeout_s:
+            out.append(victim)
+    return sorted(out)

@@ -1,0 +1,86 @@
+"""Gang-aware reclaim on a live cluster (the I/O half of `capacity.reclaim`).
+
+Every `period` seconds, from one snapshot: first resume the TrainJobs an earlier round suspended whose gang is
+now placed or gone, or that waited `resume_after_s`; while any such victim is still suspended, plan nothing
+new (one eviction at a time, so the freed nodes go to the gang they were freed for). Otherwise plan the one
+eviction and suspend its victims' TrainJobs (`spec.suspend`: the JobSet is suspended and its pods deleted,
+as Kueue preempts), each annotated `trainyard.dev/reclaimed-for: <namespace>/<gang> <epoch s>`; the annotation,
+not this process, remembers what to resume, so a restarted loop carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from trainyard import k8s as K
+from trainyard.capacity import live
+from trainyard.capacity.reclaim import (Eviction, JobKey, parse_reclaimed_note, plan, reclaimed_note, running_jobs,
+                                       to_resume)
+from trainyard.capacity.reservation import waiting_gangs
+from trainyard.capacity.reserver import Loop
+from trainyard.controller.runtime.apiserver import ApiServer
+
+log = logging.getLogger(__name__)
+
+
+def _key(obj: dict) -> JobKey:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def placed_or_gone(pod_groups: list[dict], gangs: set[JobKey]) -> set[JobKey]:
+    """Of `gangs`, those whose PodGroup runs (all members) or no longer exists."""
+    groups = {_key(g): g for g in pod_groups}
+    out = set()
+    for gang in gangs:
+        group = groups.get(gang)
+        status, spec = (group or {}).get("status") or {}, (group or {}).get("spec") or {}
+        if group is None or status.get("phase") == "Running" or int(status.get("running") or 0) >= int(spec.get("minMember") or 1):
+            out.add(gang)
+    return out
+
+
+class Reclaimer(Loop):
+    def __init__(self, api: ApiServer, after_s: float = 10.0, period: float = 1.0, resume_after_s: float = 120.0):
+        super().__init__(period)
+        self.api, self.after_s, self.resume_after_s = api, after_s, resume_after_s
+        self.history: list[tuple[float, Eviction]] = []
+
+    def step(self) -> Eviction | None:
+        view = live.cluster_view(self.api)
+        trainjobs = live.list_items(self.api, live.TRAINJOBS)
+        now = time.time()
+        notes: dict[JobKey, str] = {}
+        for trainjob in trainjobs:
+            text = (trainjob["metadata"].get("annotations") or {}).get(K.RECLAIMED_FOR_ANNOTATION)
+            if text is not None:
+                notes[_key(trainjob)] = str(text)
+        if notes:
+            gangs = {parsed[0] for text in notes.values() if (parsed := parse_reclaimed_note(text))}
+            for victim in to_resume(notes, placed_or_gone(view.snapshot.pod_groups, gangs), now, self.resume_after_s):
+                self._set(victim, suspend=False, note=None)
+            return None
+        active = {_key(t) for t in trainjobs if not (t.get("spec") or {}).get("suspend")}
+        waiting = [g for g in waiting_gangs(view.snapshot.pod_groups, now) if g.key in active]
+        eviction = plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active),
+                        view.allocated, view.deserved, self.after_s)
+        if eviction is not None:
+            log.info("reclaim for %s: suspending %s", eviction.gang, eviction.victims)
+            for victim in eviction.victims:
+                self._set(victim, suspend=True, note=reclaimed_note(eviction.gang, now))
+            self.history.append((now, eviction))
+        return eviction
+
+    def _set(self, trainjob: JobKey, suspend: bool, note: str | None) -> None:
+        namespace, name = trainjob
+        self.api.merge_patch(live.TRAINJOBS, name, {"metadata": {"annotations": {K.RECLAIMED_FOR_ANNOTATION: note}},
+                                                     "spec": {"suspend": suspend}}, namespace)
+
+    def finish(self) -> list[tuple[float, Eviction]]:
+        """Stop, and resume every TrainJob this loop (or an earlier one) suspended."""
+        self.halt()
+        for trainjob in live.list_items(self.api, live.TRAINJOBS):
+            if K.RECLAIMED_FOR_ANNOTATION in (trainjob["metadata"].get("annotations") or {}):
+                self._set(_key(trainjob), suspend=False, note=None)
+        return self.history

@@ -1,0 +1,314 @@
+"""A fast model of vc-scheduler with trainyard's generated configuration, replaying a trace (pure).
+
+It steps Volcano's session every `cycle_s` seconds and follows its `allocate` action as v1.14.1 does with the
+`gang` profile: queues are served lowest share first (allocated / deserved); `proportion` water-fills each
+queue's deserved share against its request (allocated + every pending pod, `proportion.go`) and refuses a job
+that would take its queue beyond it, `capacity` only beyond the queue's capability (elastic); a gang binds whole
+or not at all; a hard-topology gang tries every rack, then (tier 2) every spine, and takes the candidate the
+HyperNode binpack score likes best (the fullest that fits); a pod goes to the node that `binpack` (GPUs) plus
+the HyperNode binpack for normal pods (rack, spine faded 0.8) score highest, ties broken by a seeded draw as
+Volcano picks at random among equals. Optionally trainyard's gang reservation (`capacity.reservation`) holds
+nodes as `capacity.reserver` does. It returns the same records a real replay does (`metrics.PodRecord`), so
+`summary.summarize` computes the same figures from both: what `bench/scheduling_trace.py --model` calibrates.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Mapping, Sequence
+
+from trainyard.capacity.model import GPU, Node
+from trainyard.capacity import reclaim
+from trainyard.capacity.reclaim import RunningJob
+from trainyard.capacity.reservation import Reservation, WaitingGang, plan
+from trainyard.schedtrace.metrics import PodRecord, water_fill
+from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
+
+NORMAL_POD_FADING = 0.8
+"""network-topology-aware's default `hypernode.binpack.normal-pod.fading`."""
+
+
+@dataclass(frozen=True)
+class ModelNode:
+    name: str
+    rack: str
+    spine: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    queue_plugin: str = "proportion"
+    cycle_s: float = 0.5
+    """vc-scheduler's schedule period on the local cluster."""
+    submit_latency_s: float = 0.2
+    """From the TrainJob's creation to its pods being in the scheduler's cache (controller, JobSet, Job)."""
+    bind_latency_s: float = 0.05
+    deserved: Mapping[str, int] = field(default_factory=dict)
+    """`capacity`: each queue's deserved GPUs (its share order and the reservation's 'below its share')."""
+    capability: Mapping[str, int] = field(default_factory=dict)
+    """Per-queue GPU cap; a queue without one may use the whole cluster."""
+    reserve_after_s: float | None = None
+    """Run trainyard's gang reservation: seconds a gang of a queue under its share waits before nodes are held."""
+    reclaim_after_s: float | None = None
+    """A gang-aware reclaim (not in Volcano v1.14): seconds a gang of a queue under its share waits before whole
+    jobs of queues above theirs are evicted to make room for it."""
+    reclaim_period_s: float = 1.0
+    resume_after_s: float = 120.0
+    """As `capacity.reclaimer.Reclaimer`: its round period and how long victims wait for their gang at most."""
+    hold_unplaceable_gangs: bool = False
+    """An admission gate in front of Volcano: a gang that fits nowhere now is kept out of the scheduler (its
+    TrainJob suspended), so `proportion` does not count it in its queue's request."""
+
+
+@dataclass
+class _Job:
+    trace: TraceJob
+    ready_at: float
+    placed: bool = False
+
+
+@dataclass
+class _State:
+    nodes: list[ModelNode]
+    used: dict[str, int]
+    held_by: dict[str, str | None]
+    """node -> the gang (job name) its reservation is for."""
+
+
+def _fill(state: _State, node: str, gpus: int) -> None:
+    state.used[node] += gpus
+
+
+def _free(state: _State, node: ModelNode) -> int:
+    return node.gpus - state.used[node.name]
+
+
+def _domain_used(state: _State, members: Sequence[ModelNode]) -> tuple[int, int]:
+    return sum(state.used[n.name] for n in members), sum(n.gpus for n in members)
+
+
+class _Topology:
+    def __init__(self, nodes: Sequence[ModelNode]):
+        self.racks: dict[str, list[ModelNode]] = {}
+        self.spines: dict[str, list[ModelNode]] = {}
+        for node in nodes:
+            self.racks.setdefault(node.rack, []).append(node)
+            self.spines.setdefault(node.spine, []).append(node)
+
+
+def _node_score(state: _State, topo: _Topology, node: ModelNode, gpus: int) -> float:
+    """binpack on GPUs plus the HyperNode binpack for normal pods (rack tier 1, spine tier 2 faded)."""
+    binpack = (state.used[node.name] + gpus) / node.gpus
+    rack_used, rack_total = _domain_used(state, topo.racks[node.rack])
+    spine_used, spine_total = _domain_used(state, topo.spines[node.spine])
+    hyper = ((rack_used + gpus) / rack_total + NORMAL_POD_FADING * (spine_used + gpus) / spine_total) / (1 + NORMAL_POD_FADING)
+    return binpack + hyper
+
+
+def _place_pods(state: _State, topo: _Topology, members: Sequence[ModelNode], pods: int, gpus: int, job: str,
+                rng: random.Random) -> list[str] | None:
+    """Nodes for `pods` pods of `gpus` GPUs within `members`, one at a time by score; None if not all fit.
+    Tentative: the caller undoes the fills when it discards the result."""
+    chosen: list[str] = []
+    for _ in range(pods):
+        fits = [n for n in members if _free(state, n) >= gpus and state.held_by[n.name] in (None, job)]
+        if not fits:
+            for name in chosen:
+                state.used[name] -= gpus
+            return None
+        scores = [(_node_score(state, topo, n, gpus), n) for n in fits]
+        best = max(score for score, _ in scores)
+        node = rng.choice([n for score, n in scores if score >= best - 1e-12])
+        _fill(state, node.name, gpus)
+        chosen.append(node.name)
+    return chosen
+
+
+def _place(state: _State, topo: _Topology, job: TraceJob, rng: random.Random) -> list[str] | None:
+    """Where the job's pods go now, or None (nothing is filled then)."""
+    if job.tier is None:
+        return _place_pods(state, topo, state.nodes, job.pods, job.gpus_per_pod, job.name, rng)
+    gradients = [topo.racks] if job.tier == RACK_TIER else [topo.racks, topo.spines] if job.tier == SPINE_TIER else []
+    for domains in gradients:
+        solutions = []
+        for name, members in sorted(domains.items()):
+            chosen = _place_pods(state, topo, members, job.pods, job.gpus_per_pod, job.name, rng)
+            if chosen is None:
+                continue
+            used, total = _domain_used(state, members)
+            solutions.append((used / total, name, chosen))
+            for node in chosen:
+                state.used[node] -= job.gpus_per_pod
+        if solutions:
+            best = max(score for score, _, _ in solutions)
+            _, _, chosen = rng.choice([s for s in solutions if s[0] >= best - 1e-12])
+            for node in chosen:
+                _fill(state, node, job.gpus_per_pod)
+            return chosen
+    return None
+
+
+def _admitted(state: _State, topo: _Topology, job: TraceJob) -> bool:
+    """Single pods always; a gang only while some placement for all its pods exists (tried, then undone)."""
+    if not job.is_gang:
+        return True
+    chosen = _place(state, topo, job, random.Random(0))
+    for node in chosen or ():
+        state.used[node] -= job.gpus_per_pod
+    return chosen is not None
+
+
+def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, allocated: Mapping[str, int],
+              pending: Mapping[str, int]) -> dict[str, float]:
+    if policy.queue_plugin == "capacity":
+        return {q: float(policy.deserved.get(q, 0)) for q in weights}
+    request = {q: allocated.get(q, 0) + pending.get(q, 0) for q in weights}
+    fair = water_fill(capacity, weights, request)
+    return {q: min(fair[q], policy.capability.get(q, capacity)) for q in weights}
+
+
+@dataclass
+class _Pod:
+    node: str
+    gpus: int
+    queue: str
+    job: str
+    record: int
+    """Index of its PodRecord."""
+
+
+def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Mapping[str, float],
+             policy: ModelPolicy = ModelPolicy(), seed: int = 0, horizon_s: float = 24 * 3600.0
+             ) -> tuple[dict[str, float], list[PodRecord], float]:
+    """(submitted times, pod records, end) of the trace replayed on the model: the shapes `RunRecord` holds."""
+    rng = random.Random(seed)
+    state = _State(nodes=list(nodes), used={n.name: 0 for n in nodes}, held_by={n.name: None for n in nodes})
+    topo = _Topology(nodes)
+    capacity = sum(n.gpus for n in nodes)
+    jobs = [_Job(j, j.arrival + policy.submit_latency_s) for j in sorted(trace, key=lambda j: (j.arrival, j.name))]
+    submitted = {j.name: j.arrival for j in trace}
+    by_name = {j.trace.name: j for j in jobs}
+    records: list[PodRecord] = []
+    live: dict[int, _Pod] = {}
+    ends: list[tuple[float, int]] = []
+    allocated = {q: 0 for q in weights}
+    reservation: Reservation | None = None
+    inflight: tuple[str, list[str], float] | None = None
+    """(gang, victims suspended for it, when): one eviction at a time."""
+    next_reclaim = 0.0
+    t, end = 0.0, 0.0
+
+    def release(key: int) -> _Pod:
+        pod = live.pop(key)
+        state.used[pod.node] -= pod.gpus
+        allocated[pod.queue] -= pod.gpus
+        return pod
+
+    while any(not j.placed for j in jobs) or live:
+        if t > horizon_s:
+            break
+        while ends and ends[0][0] <= t:
+            _, key = heapq.heappop(ends)
+            if key in live:
+                release(key)
+        pending = [j for j in jobs if not j.placed and j.ready_at <= t]
+        if policy.reserve_after_s is not None:
+            reservation = _reserve(state, pending, allocated, weights, policy, capacity, reservation, t)
+        if policy.reclaim_after_s is not None and t >= next_reclaim:
+            next_reclaim = t + policy.reclaim_period_s
+            if inflight is not None:  # as `capacity.reclaimer`: resume once the gang runs, or after the timeout
+                gang, victims, since = inflight
+                if by_name[gang].placed or t - since >= policy.resume_after_s:
+                    for name in victims:
+                        by_name[name].ready_at = t + policy.submit_latency_s
+                    inflight = None
+            else:
+                eviction = _reclaim(state, pending, live, allocated, weights, policy, capacity, t)
+                victims = [name for _, name in eviction.victims] if eviction else []
+                for name in victims:
+                    for key in [k for k, pod in live.items() if pod.job == name]:
+                        pod = release(key)
+                        records[pod.record] = replace(records[pod.record], ended=t, succeeded=False)
+                    by_name[name].placed, by_name[name].ready_at = False, float("inf")  # suspended
+                if eviction is not None:
+                    inflight = (eviction.gang[1], victims, t)
+            pending = [j for j in jobs if not j.placed and j.ready_at <= t]
+        by_queue: dict[str, list[_Job]] = {}
+        for job in pending:
+            by_queue.setdefault(job.trace.tenant, []).append(job)
+        if policy.hold_unplaceable_gangs:
+            by_queue = {q: kept for q, js in by_queue.items() if (kept := [j for j in js if _admitted(state, topo, j.trace)])}
+        pending_gpus = {q: sum(j.trace.gpus for j in js) for q, js in by_queue.items()}
+        deserved = _deserved(policy, weights, capacity, allocated, pending_gpus)
+        order = [(allocated[q] / deserved[q] if deserved[q] > 0 else float("inf"), q) for q in by_queue]
+        heapq.heapify(order)
+        cursor = {q: 0 for q in by_queue}
+        while order:
+            _, queue = heapq.heappop(order)
+            if policy.queue_plugin == "proportion" and allocated[queue] >= deserved[queue]:
+                continue  # overused: the whole queue waits this cycle
+            job = by_queue[queue][cursor[queue]]
+            cursor[queue] += 1
+            limit = deserved[queue] if policy.queue_plugin == "proportion" else policy.capability.get(queue, capacity)
+            chosen = _place(state, topo, job.trace, rng) if allocated[queue] + job.trace.gpus <= limit + 1e-9 else None
+            if chosen is not None:
+                job.placed = True
+                allocated[queue] += job.trace.gpus
+                bound = t + policy.bind_latency_s
+                for node in chosen:
+                    key = len(records)
+                    records.append(PodRecord(job=job.trace.name, gpus=job.trace.gpus_per_pod, node=node, bound=bound,
+                                             ended=bound + job.trace.duration, succeeded=True))
+                    live[key] = _Pod(node, job.trace.gpus_per_pod, queue, job.trace.name, key)
+                    heapq.heappush(ends, (bound + job.trace.duration, key))
+                    end = max(end, bound + job.trace.duration)
+                if reservation is not None and reservation.gang[1] == job.trace.name:
+                    reservation = None
+                    state.held_by = dict.fromkeys(state.held_by)
+            if cursor[queue] < len(by_queue[queue]):
+                heapq.heappush(order, (allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf"), queue))
+        t = round(t + policy.cycle_s, 6)
+    return submitted, records, max([end] + [r.ended or 0.0 for r in records])
+
+
+def _reclaim(state: _State, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],
+             weights: Mapping[str, float], policy: ModelPolicy, capacity: int, t: float) -> reclaim.Eviction | None:
+    """trainyard's gang-aware reclaim (`capacity.reclaim.plan`) on the model's state."""
+    held: dict[str, tuple[str, int, set[str]]] = {}
+    for pod in live.values():
+        queue, gpus, nodes = held.get(pod.job, (pod.queue, 0, set()))
+        held[pod.job] = (queue, gpus + pod.gpus, nodes | {pod.node})
+    running = [RunningJob(("", name), queue, Fraction(gpus), frozenset(nodes)) for name, (queue, gpus, nodes) in held.items()]
+    return reclaim.plan(_nodes(state), _gangs(pending, t), running, {q: Fraction(v) for q, v in allocated.items()},
+                        _deserved_shares(policy, weights, capacity), policy.reclaim_after_s or 0.0)
+
+
+def _nodes(state: _State) -> list[Node]:
+    return [Node(name=n.name, rack=n.rack, spine=n.spine, allocatable={GPU: Fraction(n.gpus)},
+                 used={GPU: Fraction(state.used[n.name])}) for n in state.nodes]
+
+
+def _gangs(pending: Sequence[_Job], t: float) -> list[WaitingGang]:
+    return [WaitingGang(key=("", j.trace.name), queue=j.trace.tenant, pods=j.trace.pods,
+                        gpus_per_pod=Fraction(j.trace.gpus_per_pod), tier=j.trace.tier, waiting_s=t - j.trace.arrival)
+            for j in pending if j.trace.is_gang]
+
+
+def _deserved_shares(policy: ModelPolicy, weights: Mapping[str, float], capacity: int) -> dict[str, Fraction]:
+    """The deserved GPUs reservation and reclaim compare with: the policy's, else the weight share."""
+    total = Fraction(sum(weights.values()))
+    return {q: Fraction(policy.deserved.get(q) or Fraction(capacity) * Fraction(weights[q]) / total) for q in weights}
+
+
+def _reserve(state: _State, pending: Sequence[_Job], allocated: Mapping[str, int], weights: Mapping[str, float],
+             policy: ModelPolicy, capacity: int, current: Reservation | None, t: float) -> Reservation | None:
+    wanted = plan(_nodes(state), _gangs(pending, t), {q: Fraction(v) for q, v in allocated.items()},
+                  _deserved_shares(policy, weights, capacity), current, policy.reserve_after_s or 0.0)
+    held = set(wanted.nodes) if wanted else set()
+    for name in state.held_by:
+        state.held_by[name] = wanted.gang[1] if name in held and wanted else None
+    return wanted

@@ -1,0 +1,97 @@
+"""Gang-aware reclaim: which gang, which whole jobs to evict, and when victims are resumed (pure, table-driven)."""
+
+from fractions import Fraction
+
+import pytest
+
+from trainyard.capacity.model import GPU, Node
+from trainyard.capacity.reclaim import (Eviction, RunningJob, cheapest_eviction, evictable, parse_reclaimed_note, plan,
+                                        reclaimed_note, running_jobs, starving_gangs, to_resume)
+from trainyard.capacity.reservation import WaitingGang
+
+F = Fraction
+
+
+def node(name, rack, used, spine="s0"):
+    return Node(name=name, rack=rack, spine=spine, allocatable={GPU: F(8)}, used={GPU: F(used)})
+
+
+def gang(name, queue, pods, tier=1, waiting=60.0):
+    return WaitingGang(("ns", name), queue, pods, F(8), tier, waiting)
+
+
+def job(name, queue, gpus, *nodes):
+    return RunningJob(("ns", name), queue, F(gpus), frozenset(nodes))
+
+
+# queue "lender" holds 40 GPUs with 16 deserved: it may lose up to 24; "poor" holds 0 of 32 deserved
+ALLOCATED = {"lender": F(40), "poor": F(0), "even": F(16), "free": F(8)}
+DESERVED = {"lender": F(16), "poor": F(32), "even": F(16)}
+NODES = [node("a0", "r0", 8), node("a1", "r0", 8), node("a2", "r0", 0),
+         node("b0", "r1", 8), node("b1", "r1", 8), node("b2", "r1", 8)]
+RUNNING = [job("big", "lender", 16, "a0", "a1"), job("small", "lender", 8, "b0"), job("mine", "even", 16, "b1", "b2")]
+
+
+@pytest.mark.parametrize("victim, expected", [
+    (job("x", "lender", 24), True),    # 40 - 24 = 16: still at its share
+    (job("x", "lender", 32), False),   # would fall below
+    (job("x", "even", 8), False),      # at its share: never a victim
+    (job("x", "free", 8), True),       # a queue with no deserved share lends everything
+])
+def test_a_victim_keeps_its_queue_at_or_above_its_share(victim, expected):
+    assert evictable(victim, ALLOCATED, DESERVED) is expected
+
+
+def test_starving_gangs_wait_long_enough_and_fit_their_queues_share():
+    gangs = [gang("late", "poor", 2, waiting=5), gang("huge", "poor", 5), gang("ok", "poor", 2, waiting=30),
+             gang("older", "poor", 3, waiting=90), gang("rich", "lender", 2)]
+    assert [g.key[1] for g in starving_gangs(gangs, ALLOCATED, DESERVED, after_s=10)] == ["older", "ok"]
+
+
+@pytest.mark.parametrize("wanted, expected", [
+    # rack r0: a2 is free, evicting "big" frees a0+a1 (16 GPUs); rack r1 would need "mine" (not evictable)
+    (gang("g", "poor", 2), Eviction(("ns", "g"), (("ns", "big"),), ("a0", "a2"))),
+    (gang("g", "poor", 3), Eviction(("ns", "g"), (("ns", "big"),), ("a0", "a1", "a2"))),
+    (gang("g", "poor", 4), None),                               # no rack has 4 nodes
+    (gang("g", "poor", 4, tier=2), Eviction(("ns", "g"), (("ns", "big"), ("ns", "small")), ("a0", "a1", "a2", "b0"))),
+    (gang("g", "poor", 1, tier=1), Eviction(("ns", "g"), (), ("a2",))),  # it fits already: nothing to evict
+])
+def test_cheapest_eviction_frees_one_allowed_domain_by_whole_jobs(wanted, expected):
+    assert cheapest_eviction(NODES, wanted, RUNNING, ALLOCATED, DESERVED) == expected
+
+
+def test_plan_evicts_only_when_needed():
+    assert plan(NODES, [gang("g", "poor", 2, waiting=30)], RUNNING, ALLOCATED, DESERVED, after_s=10) == \
+        Eviction(("ns", "g"), (("ns", "big"),), ("a0", "a2"))
+    assert plan(NODES, [gang("g", "poor", 2, waiting=5)], RUNNING, ALLOCATED, DESERVED, after_s=10) is None
+    free = [node(f"n{i}", "r0", 0) for i in range(3)]
+    assert plan(free, [gang("g", "poor", 2, waiting=30)], [], ALLOCATED, DESERVED, after_s=10) is None
+
+
+def pod(name, group, node, gpus, phase="Running"):
+    return {"metadata": {"namespace": "ns", "name": name, "annotations": {"scheduling.k8s.io/group-name": group}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def test_running_jobs_group_bound_gpu_pods_of_evictable_trainjobs():
+    groups = [{"metadata": {"namespace": "ns", "name": n}, "spec": {"queue": "q"}} for n in ("a", "b", "c")]
+    pods = [pod("a-0", "a", "n1", 8), pod("a-1", "a", "n2", 8), pod("b-0", "b", "n1", 2, phase="Succeeded"),
+            pod("c-0", "c", "n3", 4), pod("x-0", "x", "n3", 4), pod("p-0", "a", "", 8)]
+    pods[-1]["spec"]["nodeName"] = None
+    out = running_jobs(pods, groups, {("ns", "a"), ("ns", "b"), ("ns", "x")})
+    assert out == [RunningJob(("ns", "a"), "q", F(16), frozenset({"n1", "n2"}))]
+
+
+@pytest.mark.parametrize("notes, placed, now, expected", [
+    ({("ns", "v1"): reclaimed_note(("ns", "g"), 100)}, set(), 150, []),                 # the gang still waits
+    ({("ns", "v1"): reclaimed_note(("ns", "g"), 100)}, {("ns", "g")}, 150, [("ns", "v1")]),  # placed or gone
+    ({("ns", "v1"): reclaimed_note(("ns", "g"), 100)}, set(), 220, [("ns", "v1")]),     # waited too long
+    ({("ns", "v1"): "garbage"}, set(), 150, [("ns", "v1")]),                            # unreadable: resume
+])
+def test_victims_are_resumed_once_their_gang_is_placed_or_after_a_timeout(notes, placed, now, expected):
+    assert to_resume(notes, placed, now, timeout_s=120) == expected
+
+
+def test_reclaimed_note_round_trips():
+    assert parse_reclaimed_note(reclaimed_note(("team-a", "job-1"), 1795694400.4)) == (("team-a", "job-1"), 1795694400.0)

@@ -1,0 +1,84 @@
+"""The fast model of vc-scheduler: deterministic, gang and topology rules kept, and the behaviours the trace
+bench measured on the real scheduler (proportion's cap idles GPUs that elastic queues use; reclaim evicts whole
+jobs so a starving gang starts)."""
+
+import pytest
+
+from trainyard.schedtrace import metrics as M
+from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
+from trainyard.schedtrace.trace import TraceJob, generate
+
+WEIGHTS = {"a": 1, "b": 1}
+
+
+def nodes(count: int, per_rack: int, per_spine: int = 32) -> list[ModelNode]:
+    return [ModelNode(f"n{i}", f"rack-{i // per_rack}", f"spine-{i // per_spine}", 8) for i in range(count)]
+
+
+TENANTS = {"team-a": 4, "team-b": 2, "team-c": 1}
+# The bench's shape (64 nodes x 8 GPUs, racks of 8 under spines of 32): every gang fits its queue's share, as on
+# the bench; a cluster smaller than the biggest gang over its lightest queue's share deadlocks `proportion`.
+
+
+def held_at(pods: list[M.PodRecord], t: float) -> int:
+    return sum(p.gpus for p in pods if M.held(p, t))
+
+
+def test_the_same_seed_replays_the_same_records():
+    trace = generate(3, 40, 512)
+    first = simulate(trace, nodes(64, 8), TENANTS, seed=5)
+    assert simulate(trace, nodes(64, 8), TENANTS, seed=5) == first
+    submitted, pods, end = first
+    grouped = M.by_job(pods)
+    assert all(M.job_finished(job, grouped[job.name]) is not None for job in trace)
+    assert end >= max(p.ended for p in pods)
+
+
+def test_gangs_bind_whole_and_within_their_hard_tier():
+    trace = generate(8, 60, 512)
+    _, pods, _ = simulate(trace, nodes(64, 8), TENANTS, seed=1)
+    grouped = M.by_job(pods)
+    assert any(job.tier == 1 for job in trace) and any(job.tier == 2 for job in trace)
+    for job in trace:
+        mine = grouped[job.name]
+        assert len(mine) == job.pods and len({p.bound for p in mine}) == 1  # whole, in one cycle
+        if job.tier:
+            per_domain = 8 if job.tier == 1 else 32
+            assert len({int(p.node[1:]) // per_domain for p in mine}) == 1, job
+
+
+def test_proportion_idles_gpus_an_elastic_queue_would_use():
+    """Queue b's gang asks more than its water-filled share: `proportion` keeps both at 16 GPUs and 16 idle;
+    `capacity` (deserved 16 each, capability the cluster) lets the gang in and fills the cluster."""
+    trace = [TraceJob(f"a{i}", "a", 0.0, 10.0, 1, 8, None) for i in range(4)] + [TraceJob("g", "b", 0.0, 10.0, 3, 8, None)]
+    _, proportional, _ = simulate(trace, nodes(4, 4), WEIGHTS, ModelPolicy(), seed=0)
+    _, elastic, _ = simulate(trace, nodes(4, 4), WEIGHTS,
+                             ModelPolicy(queue_plugin="capacity", deserved={"a": 16, "b": 16}), seed=0)
+    assert held_at(proportional, 5.0) == 16
+    assert held_at(elastic, 5.0) == 32
+
+
+def test_reclaim_evicts_whole_jobs_of_the_lender_so_the_starving_gang_starts():
+    lender = [TraceJob(f"a{i}", "a", 0.0, 100.0, 1, 8, None) for i in range(4)]
+    starving = TraceJob("g", "b", 1.0, 10.0, 2, 8, 1)
+    policy = ModelPolicy(queue_plugin="capacity", deserved={"a": 16, "b": 16})
+    _, waited, _ = simulate(lender + [starving], nodes(4, 4), WEIGHTS, policy, seed=0)
+    _, reclaimed, _ = simulate(lender + [starving], nodes(4, 4), WEIGHTS,
+                               ModelPolicy(queue_plugin="capacity", deserved={"a": 16, "b": 16}, reclaim_after_s=2.0),
+                               seed=0)
+    start = {run: min(p.bound for p in pods if p.job == "g") for run, pods in (("waited", waited), ("reclaimed", reclaimed))}
+    assert start["waited"] >= 100.0 and start["reclaimed"] <= 5.0, start
+    evicted = [p for p in reclaimed if not p.succeeded]
+    assert len(evicted) == 2 and len({p.job for p in evicted}) == 2  # two whole one-pod jobs
+    assert all(p.ended <= start["reclaimed"] for p in evicted)
+    grouped = M.by_job(reclaimed)
+    for job in lender:  # each evicted job ran again from the start and finished
+        assert M.job_finished(job, grouped[job.name]) is not None
+        assert sum(1 for p in grouped[job.name] if p.succeeded) == 1
+
+
+@pytest.mark.parametrize("plugin", ["proportion", "capacity"])
+def test_a_lone_queue_gets_the_whole_cluster(plugin):
+    trace = [TraceJob(f"a{i}", "a", 0.0, 10.0, 1, 8, None) for i in range(4)]
+    _, pods, _ = simulate(trace, nodes(4, 2), WEIGHTS, ModelPolicy(queue_plugin=plugin, deserved={"a": 16, "b": 16}), seed=0)
+    assert held_at(pods, 5.0) == 32
