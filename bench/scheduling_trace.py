@@ -234,7 +234,7 @@ def model_main(args, spec: ClusterSpec, trace) -> int:
                          "deviation_points": {q: v["deviation_points"] for q, v in figures["queues"].items()}})
         document[profile] = runs
         rows.append(summary.calibration_row(profile, runs, real.get(profile)))
-    print(summary.markdown([summary.CALIBRATION_HEADER(list(weights))] + rows))
+    print(summary.markdown([summary.calibration_header(list(weights))] + rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scheduling_trace_model.json").write_text(json.dumps(
         {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "jobs": args.jobs, "seeds": args.model,

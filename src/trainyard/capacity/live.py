@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from trainyard import k8s as K
+from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
@@ -175,19 +177,15 @@ class ClusterView:
     """What the gang reservation and reclaim loops plan from: one snapshot, as models."""
 
     snapshot: Snapshot
-    nodes: list
-    """`capacity.model.Node`s with what their active pods use."""
-    allocated: dict
+    nodes: list[Node]
+    """With what their active pods use."""
+    allocated: dict[str, Fraction]
     """Queue -> GPUs its bound, active pods hold."""
-    deserved: dict
+    deserved: dict[str, Fraction]
     """Queue -> its `deserved` GPUs, else its weight share of the cluster."""
 
 
 def cluster_view(api: ApiServer) -> ClusterView:
-    from fractions import Fraction
-
-    from trainyard.capacity.model import GPU, nodes_from, queue_uses, weight_shares
-
     snap = snapshot(api)
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
     uses = queue_uses(snap.queues, snap.pod_groups, snap.pods)

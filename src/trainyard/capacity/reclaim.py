@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
-from trainyard.capacity.model import GPU, Node
+from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, is_active, meta, pod_resources
 from trainyard.capacity.reservation import WaitingGang, domain_of
 
 JobKey = tuple[str, str]
@@ -106,8 +106,6 @@ def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[
 def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_keys: set[JobKey]) -> list[RunningJob]:
     """Jobs whose bound, active pods hold GPUs, by PodGroup (its queue); only `evictable_keys` (TrainJobs
     that can be suspended) are returned."""
-    from trainyard.capacity.model import GROUP_ANNOTATION, is_active, meta, pod_resources
-
     queue_of = {(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue") or "default"
                 for g in pod_groups}
     gpus: dict[JobKey, Fraction] = {}

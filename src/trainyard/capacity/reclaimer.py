@@ -18,7 +18,7 @@ from trainyard.capacity import live
 from trainyard.capacity.reclaim import (Eviction, JobKey, parse_reclaimed_note, plan, reclaimed_note, running_jobs,
                                        to_resume)
 from trainyard.capacity.reservation import waiting_gangs
-from trainyard.capacity.reserver import Loop
+from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import ApiServer
 
 log = logging.getLogger(__name__)

@@ -83,13 +83,12 @@ def domain_of(node: Node, tier: int | None) -> str:
     return node.rack if tier == 1 else node.spine if tier == 2 else ""
 
 
-def cheapest_nodes(nodes: Iterable[Node], gang: WaitingGang, held_by_others: frozenset[str] = frozenset()
-                   ) -> tuple[str, ...] | None:
+def cheapest_nodes(nodes: Iterable[Node], gang: WaitingGang) -> tuple[str, ...] | None:
     """The gang's `pods` nodes in one allowed domain with the fewest GPUs in use (ties: domain, node name),
     or None when no domain has enough nodes big enough for one pod."""
     domains: dict[str, list[Node]] = {}
     for node in nodes:
-        if node.schedulable and node.name not in held_by_others and node.allocatable.get(GPU, 0) >= gang.gpus_per_pod:
+        if node.schedulable and node.allocatable.get(GPU, 0) >= gang.gpus_per_pod:
             domains.setdefault(domain_of(node, gang.tier), []).append(node)
     best: tuple[Fraction, str, tuple[str, ...]] | None = None
     for domain, members in domains.items():

@@ -9,43 +9,15 @@ taint is removed when the loop stops.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from trainyard.capacity import live
+from trainyard.capacity.loop import Loop
 from trainyard.capacity.model import GROUP_ANNOTATION
 from trainyard.capacity.reservation import Reservation, plan, taint_changes, toleration, waiting_gangs
 from trainyard.controller.runtime.apiserver import ApiServer
 
 log = logging.getLogger(__name__)
-
-
-class Loop:
-    """Runs `step` every `period` seconds on a thread until `finish`; a failed round is logged and retried."""
-
-    def __init__(self, period: float):
-        self.period = period
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def step(self) -> object:
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                self.step()
-            except Exception:  # noqa: BLE001 - a busy API server or a conflict: the next round plans again
-                log.exception("%s round failed", type(self).__name__)
-            self.stop.wait(self.period)
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def halt(self) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 class Reserver(Loop):

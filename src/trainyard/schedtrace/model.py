@@ -8,7 +8,8 @@ or not at all; a hard-topology gang tries every rack, then (tier 2) every spine,
 HyperNode binpack score likes best (the fullest that fits); a pod goes to the node that `binpack` (GPUs) plus
 the HyperNode binpack for normal pods (rack, spine faded 0.8) score highest, ties broken by a seeded draw as
 Volcano picks at random among equals. Optionally trainyard's gang reservation (`capacity.reservation`) holds
-nodes as `capacity.reserver` does. It returns the same records a real replay does (`metrics.PodRecord`), so
+nodes as `capacity.reserver` does, or its gang-aware reclaim (`capacity.reclaim`) evicts as `capacity.reclaimer`
+does. It returns the same records a real replay does (`metrics.PodRecord`), so
 `summary.summarize` computes the same figures from both: what `bench/scheduling_trace.py --model` calibrates.
 """
 
@@ -59,9 +60,6 @@ class ModelPolicy:
     reclaim_period_s: float = 1.0
     resume_after_s: float = 120.0
     """As `capacity.reclaimer.Reclaimer`: its round period and how long victims wait for their gang at most."""
-    hold_unplaceable_gangs: bool = False
-    """An admission gate in front of Volcano: a gang that fits nowhere now is kept out of the scheduler (its
-    TrainJob suspended), so `proportion` does not count it in its queue's request."""
 
 
 @dataclass
@@ -77,10 +75,6 @@ class _State:
     used: dict[str, int]
     held_by: dict[str, str | None]
     """node -> the gang (job name) its reservation is for."""
-
-
-def _fill(state: _State, node: str, gpus: int) -> None:
-    state.used[node] += gpus
 
 
 def _free(state: _State, node: ModelNode) -> int:
@@ -123,7 +117,7 @@ def _place_pods(state: _State, topo: _Topology, members: Sequence[ModelNode], po
         scores = [(_node_score(state, topo, n, gpus), n) for n in fits]
         best = max(score for score, _ in scores)
         node = rng.choice([n for score, n in scores if score >= best - 1e-12])
-        _fill(state, node.name, gpus)
+        state.used[node.name] += gpus
         chosen.append(node.name)
     return chosen
 
@@ -147,19 +141,9 @@ def _place(state: _State, topo: _Topology, job: TraceJob, rng: random.Random) ->
             best = max(score for score, _, _ in solutions)
             _, _, chosen = rng.choice([s for s in solutions if s[0] >= best - 1e-12])
             for node in chosen:
-                _fill(state, node, job.gpus_per_pod)
+                state.used[node] += job.gpus_per_pod
             return chosen
     return None
-
-
-def _admitted(state: _State, topo: _Topology, job: TraceJob) -> bool:
-    """Single pods always; a gang only while some placement for all its pods exists (tried, then undone)."""
-    if not job.is_gang:
-        return True
-    chosen = _place(state, topo, job, random.Random(0))
-    for node in chosen or ():
-        state.used[node] -= job.gpus_per_pod
-    return chosen is not None
 
 
 def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, allocated: Mapping[str, int],
@@ -240,8 +224,6 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         by_queue: dict[str, list[_Job]] = {}
         for job in pending:
             by_queue.setdefault(job.trace.tenant, []).append(job)
-        if policy.hold_unplaceable_gangs:
-            by_queue = {q: kept for q, js in by_queue.items() if (kept := [j for j in js if _admitted(state, topo, j.trace)])}
         pending_gpus = {q: sum(j.trace.gpus for j in js) for q, js in by_queue.items()}
         deserved = _deserved(policy, weights, capacity, allocated, pending_gpus)
         order = [(allocated[q] / deserved[q] if deserved[q] > 0 else float("inf"), q) for q in by_queue]

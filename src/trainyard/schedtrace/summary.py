@@ -108,7 +108,7 @@ def markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows[1:]])
 
 
-def CALIBRATION_HEADER(queues: Sequence[str]) -> list[str]:
+def calibration_header(queues: Sequence[str]) -> list[str]:
     return (["profile", "model alloc % (mean, min-max)", "real alloc %"]
             + [f"{q} dev model / real" for q in queues] + ["evicted % model / real", "model s per run"])
 
