@@ -19,7 +19,8 @@ Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--du
        [--profiles gang,gang-overcommit,fair-share,kube-scheduler] [--direct] [--out bench/results] [--keep]
        (also gang-capacity: elastic `capacity` queues with weighted deserved shares; gang-capacity-reserve: the
        same plus trainyard's gang reservation, `trainyard.capacity.reserver`; gang-capacity-reclaim: the same plus
-       trainyard's gang-aware reclaim, `trainyard.capacity.reclaimer`)
+       trainyard's gang-aware reclaim, `trainyard.capacity.reclaimer`; gang-capacity-reclaim-fair: reclaim toward
+       each queue's fair share of current demand under Kueue's final-share rule)
        [--model SEEDS [--calibrate JSON]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
        beside the real runs of JSON
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
@@ -33,7 +34,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from trainyard.capacity import live
+from trainyard.capacity import live, reclaim
 from trainyard.capacity.reclaimer import Reclaimer
 from trainyard.capacity.reserver import Reserver
 from trainyard.cluster import local
@@ -55,15 +56,20 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-capacity": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reserve": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reclaim": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reclaim-fair": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
 """The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
 RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
 """Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
 gang of a queue below its deserved share waits before nodes are held for it."""
-RECLAIM_AFTER_S = {"gang-capacity-reclaim": 10.0}
+RECLAIM_AFTER_S = {"gang-capacity-reclaim": 10.0, "gang-capacity-reclaim-fair": 10.0}
 """Profiles that run trainyard's gang-aware reclaim (`trainyard.capacity.reclaimer`): seconds such a gang waits
 before whole TrainJobs of queues above their share are suspended to make room for it."""
+RECLAIM_RULES = {"gang-capacity-reclaim": (reclaim.DESERVED, reclaim.DESERVED_TARGET),
+                 "gang-capacity-reclaim-fair": (reclaim.FINAL_SHARE, reclaim.FAIR_TARGET)}
+"""Their rule and target (`trainyard.capacity.reclaim`): -fair restores each queue's water-filled fair share of
+current demand, evicting only while the victim's queue keeps at least the starving queue's share with its gang."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -113,7 +119,10 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         print(f"replaying {len(trace)} jobs with {profile} ({'direct' if args.direct else 'TrainJobs'})", flush=True)
         api = live.connect(str(local.ClusterPaths.for_name(spec.name).kubeconfig))
         reserver = Reserver(api, after_s=RESERVE_AFTER_S[profile]).start() if profile in RESERVE_AFTER_S else None
-        reclaimer = Reclaimer(api, after_s=RECLAIM_AFTER_S[profile]).start() if profile in RECLAIM_AFTER_S else None
+        reclaimer = None
+        if profile in RECLAIM_AFTER_S:
+            rule, target = RECLAIM_RULES[profile]
+            reclaimer = Reclaimer(api, after_s=RECLAIM_AFTER_S[profile], rule=rule, target=target).start()
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
         reservations = reserver.finish() if reserver else []
         evictions = reclaimer.finish() if reclaimer else []
@@ -204,7 +213,8 @@ def model_policy(profile: str, capacity: int) -> ModelPolicy | None:
     elastic = {"queue_plugin": "capacity", "deserved": weighted_deserved(DEFAULT_TENANTS, capacity)}
     return {"gang": ModelPolicy(), "gang-capacity": ModelPolicy(**elastic),
             "gang-capacity-reserve": ModelPolicy(**elastic, reserve_after_s=RESERVE_AFTER_S["gang-capacity-reserve"]),
-            "gang-capacity-reclaim": ModelPolicy(**elastic, reclaim_after_s=RECLAIM_AFTER_S["gang-capacity-reclaim"]),
+            **{name: ModelPolicy(**elastic, reclaim_after_s=after_s, reclaim_rule=RECLAIM_RULES[name][0],
+                                 reclaim_target=RECLAIM_RULES[name][1]) for name, after_s in RECLAIM_AFTER_S.items()},
             }.get(profile)
 
 

@@ -122,10 +122,13 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     replay.clean()
 
 
-def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_them(replay):
+@pytest.mark.parametrize("rule, target", [("deserved", "deserved"), ("final-share", "fair")])
+def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_them(replay, rule, target):
     """Elastic queues lend the whole cluster to one queue's long jobs; a gang of a queue below its deserved share
     then waits for them all. trainyard's reclaim suspends two whole TrainJobs of the lender in one rack (their
-    pods are deleted, never one pod of a gang), the gang starts there, and the victims are resumed and rerun."""
+    pods are deleted, never one pod of a gang), the gang starts there, and the victims are resumed and rerun.
+    Under both rules: against the static deserved share, and against the fair share of current demand (the
+    lender keeps 48 of the 48 GPUs its weight is owed while the gang's 16 wait)."""
     from trainyard import k8s as K
     from trainyard.capacity import live
     from trainyard.capacity.reclaimer import Reclaimer
@@ -137,7 +140,7 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     gang = TraceJob("g", heavy, 3.0, 5.0, 2, 8, 1)
     replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
     api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
-    reclaimer = Reclaimer(api, after_s=2.0, period=0.5).start()
+    reclaimer = Reclaimer(api, after_s=2.0, period=0.5, rule=rule, target=target).start()
     try:
         record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=240)
     finally:

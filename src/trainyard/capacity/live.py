@@ -12,6 +12,7 @@ from pathlib import Path
 
 from trainyard import k8s as K
 from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
+from trainyard.capacity.reservation import waiting_gpus
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
@@ -183,6 +184,13 @@ class ClusterView:
     """Queue -> GPUs its bound, active pods hold."""
     deserved: dict[str, Fraction]
     """Queue -> its `deserved` GPUs, else its weight share of the cluster."""
+    weights: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, Fraction] = field(default_factory=dict)
+    """Queue -> GPUs its waiting PodGroups ask for (minResources)."""
+
+    @property
+    def capacity(self) -> Fraction:
+        return sum((n.allocatable.get(GPU, Fraction(0)) for n in self.nodes if n.schedulable), Fraction(0))
 
 
 def cluster_view(api: ApiServer) -> ClusterView:
@@ -192,4 +200,7 @@ def cluster_view(api: ApiServer) -> ClusterView:
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes), Fraction(0)))
     return ClusterView(snapshot=snap, nodes=nodes,
                        allocated={name: use.allocated.get(GPU, Fraction(0)) for name, use in uses.items()},
-                       deserved={name: use.deserved.get(GPU) or shares.get(name, Fraction(0)) for name, use in uses.items()})
+                       deserved={name: use.deserved.get(GPU) or shares.get(name, Fraction(0)) for name, use in uses.items()},
+                       weights={name: use.weight for name, use in uses.items() if name != "root"},
+                       waiting=waiting_gpus(snap.pod_groups))
+

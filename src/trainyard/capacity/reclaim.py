@@ -21,6 +21,17 @@ from trainyard.capacity.reservation import WaitingGang, domain_of
 
 JobKey = tuple[str, str]
 
+DESERVED, FINAL_SHARE = "deserved", "final-share"
+"""Reclaim rules. `deserved`: a gang starves when its queue stays within its deserved share with it, and a victim's
+queue must stay at or above its own without the victim. `final-share` (Kueue's fair-sharing
+`LessThanOrEqualToFinalShare`): a gang starves when its queue is below its share, and a victim's queue must keep
+a share (held / deserved) at least the gang's queue's share with the gang; shares converge without big gangs
+being locked out by their size."""
+DESERVED_TARGET, FAIR_TARGET = "deserved", "fair"
+"""The share reclaim restores: each queue's static deserved GPUs, or its weight water-filled against current demand
+(`capacity.fairness.fair_deserved`: what the trace bench measures queues against)."""
+RULES, TARGETS = (DESERVED, FINAL_SHARE), (DESERVED_TARGET, FAIR_TARGET)
+
 
 @dataclass(frozen=True)
 class RunningJob:
@@ -30,6 +41,12 @@ class RunningJob:
     gpus: Fraction
     """GPUs its bound pods hold, all nodes together."""
     nodes: frozenset[str]
+    ran_s: float = 0.0
+    """How long it has held its GPUs: evicting it loses `gpus x ran_s` of work (no checkpoint assumed)."""
+
+    @property
+    def lost_work(self) -> float:
+        return float(self.gpus) * self.ran_s
 
 
 @dataclass(frozen=True)
@@ -41,27 +58,41 @@ class Eviction:
 
 
 def starving_gangs(gangs: Iterable[WaitingGang], allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
-                   after_s: float) -> list[WaitingGang]:
-    """Gangs that waited `after_s` in a queue that stays within its deserved share with them: lowest queue
-    share first, then the longest wait."""
+                   after_s: float, rule: str = DESERVED) -> list[WaitingGang]:
+    """Gangs that waited `after_s` in a queue that stays within its deserved share with them (`final-share`: in
+    a queue below its share, whatever the gang's size): lowest queue share first, then the longest wait."""
     out = []
     for gang in gangs:
         owed = deserved.get(gang.queue, Fraction(0))
         held = allocated.get(gang.queue, Fraction(0))
-        if owed > 0 and gang.waiting_s >= after_s and held + gang.pods * gang.gpus_per_pod <= owed:
+        within = held < owed if rule == FINAL_SHARE else held + gang.pods * gang.gpus_per_pod <= owed
+        if owed > 0 and gang.waiting_s >= after_s and within:
             out.append((held / owed, -gang.waiting_s, gang.key, gang))
     return [gang for *_, gang in sorted(out, key=lambda o: o[:3])]
 
 
-def evictable(job: RunningJob, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction]) -> bool:
-    """A job whose queue stays at or above its deserved share without it."""
-    return allocated.get(job.queue, Fraction(0)) - job.gpus >= deserved.get(job.queue, Fraction(0))
+def share(held: Fraction, owed: Fraction) -> Fraction:
+    return held / owed if owed > 0 else Fraction(10**9)
+
+
+def evictable(job: RunningJob, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+              floor: Fraction | None = None) -> bool:
+    """A job whose queue stays at or above its deserved share without it (`floor`: at or above that share)."""
+    held, owed = allocated.get(job.queue, Fraction(0)) - job.gpus, deserved.get(job.queue, Fraction(0))
+    return held >= owed if floor is None else share(held, owed) >= floor
 
 
 def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequence[RunningJob],
-                      allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction]) -> Eviction | None:
-    """The allowed domain whose `pods` cheapest nodes free up for the fewest evicted GPUs (ties: domain name).
-    A node counts when it already has room for one pod, or when every job on it may be evicted."""
+                      allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+                      protected: frozenset[JobKey] = frozenset(), rule: str = DESERVED) -> Eviction | None:
+    """The allowed domain whose `pods` cheapest nodes free up for the fewest evicted GPUs, then the least work
+    lost (ties: domain name). A node counts when it already has room for one pod, or when every job on it may be
+    evicted (none `protected`) under `rule`; with `final-share` the victims of one queue together must leave it
+    that share."""
+    floor = None
+    if rule == FINAL_SHARE:
+        floor = share(allocated.get(gang.queue, Fraction(0)) + gang.pods * gang.gpus_per_pod,
+                      deserved.get(gang.queue, Fraction(0)))
     on_node: dict[str, list[RunningJob]] = {}
     for job in running:
         for name in job.nodes:
@@ -75,29 +106,45 @@ def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequenc
         option: tuple[Fraction, str, frozenset[JobKey]]
         if node.free() >= gang.gpus_per_pod:
             option = (Fraction(0), node.name, frozenset())
-        elif jobs and all(evictable(job, allocated, deserved) for job in jobs):
+        elif jobs and all(job.key not in protected and evictable(job, allocated, deserved, floor) for job in jobs):
             option = (sum((job.gpus for job in jobs), Fraction(0)), node.name, frozenset(job.key for job in jobs))
         else:
             continue
         domains.setdefault(domain_of(node, gang.tier), []).append(option)
-    best: tuple[Fraction, str, Eviction] | None = None
+    best: tuple[Fraction, float, str, Eviction] | None = None
     for domain, options in sorted(domains.items()):
         if len(options) < gang.pods:
             continue
-        chosen = sorted(options)[:gang.pods]
+        chosen = sorted(options, key=lambda o: (o[0], sum(by_key[k].lost_work for k in o[2]), o[1]))[:gang.pods]
         victims = frozenset().union(*(keys for _, _, keys in chosen))
+        if not _queues_keep_their_share(victims, by_key, allocated, deserved, floor):
+            continue
         cost = sum((by_key[key].gpus for key in victims), Fraction(0))
-        if best is None or (cost, domain) < best[:2]:
-            best = (cost, domain, Eviction(gang.key, tuple(sorted(victims)), tuple(sorted(n for _, n, _ in chosen))))
-    return None if best is None else best[2]
+        lost = sum(by_key[key].lost_work for key in victims)
+        if best is None or (cost, lost, domain) < best[:3]:
+            best = (cost, lost, domain, Eviction(gang.key, tuple(sorted(victims)), tuple(sorted(n for _, n, _ in chosen))))
+    return None if best is None else best[3]
+
+
+def _queues_keep_their_share(victims: Iterable[JobKey], by_key: Mapping[JobKey, RunningJob],
+                             allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+                             floor: Fraction | None) -> bool:
+    """All victims of a queue together leave it at or above its deserved share (or `floor`)."""
+    taken: dict[str, Fraction] = {}
+    for key in victims:
+        taken[by_key[key].queue] = taken.get(by_key[key].queue, Fraction(0)) + by_key[key].gpus
+    return all(evictable(RunningJob(("", ""), queue, gpus, frozenset()), allocated, deserved, floor)
+               for queue, gpus in taken.items())
 
 
 def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[RunningJob],
-         allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction], after_s: float) -> Eviction | None:
+         allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction], after_s: float,
+         protected: frozenset[JobKey] = frozenset(), rule: str = DESERVED) -> Eviction | None:
     """The one eviction to make now, for the first starving gang that some domain can make room for (None: no
-    gang starves, or it already fits somewhere and only waits for the scheduler's next cycle)."""
-    for gang in starving_gangs(gangs, allocated, deserved, after_s):
-        eviction = cheapest_eviction(nodes, gang, running, allocated, deserved)
+    gang starves, or it already fits somewhere and only waits for the scheduler's next cycle). `protected` jobs
+    are never victims (for example those already evicted once)."""
+    for gang in starving_gangs(gangs, allocated, deserved, after_s, rule):
+        eviction = cheapest_eviction(nodes, gang, running, allocated, deserved, protected, rule)
         if eviction is not None:
             return eviction if eviction.victims else None
     return None

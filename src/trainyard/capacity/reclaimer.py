@@ -15,8 +15,9 @@ import time
 
 from trainyard import k8s as K
 from trainyard.capacity import live
-from trainyard.capacity.reclaim import (Eviction, JobKey, parse_reclaimed_note, plan, reclaimed_note, running_jobs,
-                                       to_resume)
+from trainyard.capacity.fairness import fair_deserved
+from trainyard.capacity.reclaim import (DESERVED, DESERVED_TARGET, RULES, TARGETS, Eviction, JobKey,
+                                       parse_reclaimed_note, plan, reclaimed_note, running_jobs, to_resume)
 from trainyard.capacity.reservation import waiting_gangs
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import ApiServer
@@ -42,9 +43,14 @@ def placed_or_gone(pod_groups: list[dict], gangs: set[JobKey]) -> set[JobKey]:
 
 
 class Reclaimer(Loop):
-    def __init__(self, api: ApiServer, after_s: float = 10.0, period: float = 1.0, resume_after_s: float = 120.0):
+    def __init__(self, api: ApiServer, after_s: float = 10.0, period: float = 1.0, resume_after_s: float = 120.0,
+                 rule: str = DESERVED, target: str = DESERVED_TARGET):
+        """`rule` and `target`: see `capacity.reclaim` (which gangs starve, which jobs may go, against which share)."""
+        if rule not in RULES or target not in TARGETS:
+            raise ValueError(f"reclaim rule {rule!r} / target {target!r}: use a rule of {RULES} and a target of {TARGETS}")
         super().__init__(period)
         self.api, self.after_s, self.resume_after_s = api, after_s, resume_after_s
+        self.rule, self.target = rule, target
         self.history: list[tuple[float, Eviction]] = []
 
     def step(self) -> Eviction | None:
@@ -63,8 +69,10 @@ class Reclaimer(Loop):
             return None
         active = {_key(t) for t in trainjobs if not (t.get("spec") or {}).get("suspend")}
         waiting = [g for g in waiting_gangs(view.snapshot.pod_groups, now) if g.key in active]
+        deserved = view.deserved if self.target == DESERVED_TARGET else \
+            fair_deserved(view.capacity, view.weights, view.allocated, view.waiting)
         eviction = plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active),
-                        view.allocated, view.deserved, self.after_s)
+                        view.allocated, deserved, self.after_s, rule=self.rule)
         if eviction is not None:
             log.info("reclaim for %s: suspending %s", eviction.gang, eviction.victims)
             for victim in eviction.victims:

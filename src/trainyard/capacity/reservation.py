@@ -79,6 +79,17 @@ def waiting_gangs(pod_groups: Iterable[dict], now_s: float) -> list[WaitingGang]
     return out
 
 
+def waiting_gpus(pod_groups: Iterable[dict]) -> dict[str, Fraction]:
+    """Queue -> GPUs of its PodGroups that wait (no member running yet)."""
+    out: dict[str, Fraction] = {}
+    for group in pod_groups:
+        spec, status = group.get("spec") or {}, group.get("status") or {}
+        if status.get("phase", "") in WAITING_PHASES and not int(status.get("running") or 0):
+            queue = spec.get("queue") or "default"
+            out[queue] = out.get(queue, Fraction(0)) + resources(spec.get("minResources")).get(GPU, Fraction(0))
+    return out
+
+
 def domain_of(node: Node, tier: int | None) -> str:
     return node.rack if tier == 1 else node.spine if tier == 2 else ""
 

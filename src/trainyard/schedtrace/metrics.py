@@ -13,6 +13,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from trainyard.capacity.fairness import water_fill
+
 from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
 from trainyard.stats import percentile
 
@@ -158,27 +160,6 @@ def allocation_while_saturated(line: Timeline, capacity: int) -> tuple[float | N
     if not mask.any():
         return None, 0.0
     return float(line.held[mask].mean() / capacity), float(mask.sum() * step)
-
-
-def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min fair shares: each queue gets capacity in proportion to its weight, never more than
-    it demands, and what a satisfied queue leaves goes to the others (what Volcano's proportion aims at)."""
-    fair = {name: 0.0 for name in weights}
-    active = {name for name in weights if demands.get(name, 0) > 0}
-    left = float(capacity)
-    while active and left > 1e-9:
-        total = sum(weights[name] for name in active)
-        offer = {name: left * weights[name] / total for name in active}
-        capped = {name for name in active if demands[name] - fair[name] <= offer[name]}
-        if not capped:
-            for name in active:
-                fair[name] += offer[name]
-            break
-        for name in capped:
-            left -= demands[name] - fair[name]
-            fair[name] = float(demands[name])
-        active -= capped
-    return fair
 
 
 def queue_shares(line: Timeline, capacity: int, weights: Mapping[str, float]) -> dict[str, dict]:

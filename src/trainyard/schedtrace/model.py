@@ -25,7 +25,8 @@ from trainyard.capacity.model import GPU, Node
 from trainyard.capacity import reclaim
 from trainyard.capacity.reclaim import RunningJob
 from trainyard.capacity.reservation import Reservation, WaitingGang, plan
-from trainyard.schedtrace.metrics import PodRecord, water_fill
+from trainyard.capacity.fairness import fair_deserved, water_fill
+from trainyard.schedtrace.metrics import PodRecord
 from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
 
 NORMAL_POD_FADING = 0.8
@@ -60,6 +61,17 @@ class ModelPolicy:
     reclaim_period_s: float = 1.0
     resume_after_s: float = 120.0
     """As `capacity.reclaimer.Reclaimer`: its round period and how long victims wait for their gang at most."""
+    reclaim_singles: bool = False
+    """Reclaim for waiting single-pod jobs too, not only gangs."""
+    reclaim_target: str = reclaim.DESERVED_TARGET
+    """What 'below its share' means for reclaim: `deserved` (the static deserved GPUs) or `fair` (the weights
+    water-filled against each queue's current demand, held + waiting: what the trace bench measures against)."""
+    reclaim_inflight: int = 1
+    """Evictions whose gang has not started yet, at most (each for another gang, on other nodes)."""
+    reclaim_once: bool = False
+    """A job evicted once is never a victim again."""
+    reclaim_rule: str = reclaim.DESERVED
+    """Which gangs starve and which jobs may be evicted for them (`capacity.reclaim.DESERVED`, `FINAL_SHARE`)."""
 
 
 @dataclass
@@ -155,6 +167,15 @@ def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, 
     return {q: min(fair[q], policy.capability.get(q, capacity)) for q in weights}
 
 
+@dataclass(frozen=True)
+class _Flight:
+    """An eviction whose gang has not started yet: its victims stay suspended, its nodes are its gang's."""
+    gang: str
+    victims: list[str]
+    nodes: frozenset[str]
+    since: float
+
+
 @dataclass
 class _Pod:
     node: str
@@ -163,6 +184,7 @@ class _Pod:
     job: str
     record: int
     """Index of its PodRecord."""
+    bound: float
 
 
 def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Mapping[str, float],
@@ -181,8 +203,8 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
     ends: list[tuple[float, int]] = []
     allocated = {q: 0 for q in weights}
     reservation: Reservation | None = None
-    inflight: tuple[str, list[str], float] | None = None
-    """(gang, victims suspended for it, when): one eviction at a time."""
+    inflight: list[_Flight] = []
+    evicted: set[str] = set()
     next_reclaim = 0.0
     t, end = 0.0, 0.0
 
@@ -204,22 +226,23 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
             reservation = _reserve(state, pending, allocated, weights, policy, capacity, reservation, t)
         if policy.reclaim_after_s is not None and t >= next_reclaim:
             next_reclaim = t + policy.reclaim_period_s
-            if inflight is not None:  # as `capacity.reclaimer`: resume once the gang runs, or after the timeout
-                gang, victims, since = inflight
-                if by_name[gang].placed or t - since >= policy.resume_after_s:
-                    for name in victims:
+            for flight in list(inflight):  # as `capacity.reclaimer`: resume once the gang runs, or after the timeout
+                if by_name[flight.gang].placed or t - flight.since >= policy.resume_after_s:
+                    for name in flight.victims:
                         by_name[name].ready_at = t + policy.submit_latency_s
-                    inflight = None
-            else:
-                eviction = _reclaim(state, pending, live, allocated, weights, policy, capacity, t)
-                victims = [name for _, name in eviction.victims] if eviction else []
+                    inflight.remove(flight)
+            while len(inflight) < policy.reclaim_inflight:
+                eviction = _reclaim(state, pending, live, allocated, weights, policy, capacity, t, inflight, evicted)
+                if eviction is None:
+                    break
+                victims = [name for _, name in eviction.victims]
                 for name in victims:
                     for key in [k for k, pod in live.items() if pod.job == name]:
                         pod = release(key)
                         records[pod.record] = replace(records[pod.record], ended=t, succeeded=False)
                     by_name[name].placed, by_name[name].ready_at = False, float("inf")  # suspended
-                if eviction is not None:
-                    inflight = (eviction.gang[1], victims, t)
+                evicted.update(victims)
+                inflight.append(_Flight(eviction.gang[1], victims, frozenset(eviction.nodes), t))
             pending = [j for j in jobs if not j.placed and j.ready_at <= t]
         by_queue: dict[str, list[_Job]] = {}
         for job in pending:
@@ -245,7 +268,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     key = len(records)
                     records.append(PodRecord(job=job.trace.name, gpus=job.trace.gpus_per_pod, node=node, bound=bound,
                                              ended=bound + job.trace.duration, succeeded=True))
-                    live[key] = _Pod(node, job.trace.gpus_per_pod, queue, job.trace.name, key)
+                    live[key] = _Pod(node, job.trace.gpus_per_pod, queue, job.trace.name, key, bound)
                     heapq.heappush(ends, (bound + job.trace.duration, key))
                     end = max(end, bound + job.trace.duration)
                 if reservation is not None and reservation.gang[1] == job.trace.name:
@@ -258,15 +281,28 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
 
 
 def _reclaim(state: _State, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],
-             weights: Mapping[str, float], policy: ModelPolicy, capacity: int, t: float) -> reclaim.Eviction | None:
-    """trainyard's gang-aware reclaim (`capacity.reclaim.plan`) on the model's state."""
-    held: dict[str, tuple[str, int, set[str]]] = {}
+             weights: Mapping[str, float], policy: ModelPolicy, capacity: int, t: float, inflight: Sequence[_Flight],
+             evicted: set[str]) -> reclaim.Eviction | None:
+    """trainyard's gang-aware reclaim (`capacity.reclaim.plan`) on the model's state; nodes and gangs of
+    evictions in flight are left out."""
+    held: dict[str, tuple[str, int, set[str], float]] = {}
     for pod in live.values():
-        queue, gpus, nodes = held.get(pod.job, (pod.queue, 0, set()))
-        held[pod.job] = (queue, gpus + pod.gpus, nodes | {pod.node})
-    running = [RunningJob(("", name), queue, Fraction(gpus), frozenset(nodes)) for name, (queue, gpus, nodes) in held.items()]
-    return reclaim.plan(_nodes(state), _gangs(pending, t), running, {q: Fraction(v) for q, v in allocated.items()},
-                        _deserved_shares(policy, weights, capacity), policy.reclaim_after_s or 0.0)
+        queue, gpus, nodes, since = held.get(pod.job, (pod.queue, 0, set(), t))
+        held[pod.job] = (queue, gpus + pod.gpus, nodes | {pod.node}, min(since, pod.bound))
+    running = [RunningJob(("", name), queue, Fraction(gpus), frozenset(nodes), t - since)
+               for name, (queue, gpus, nodes, since) in held.items()]
+    busy = frozenset().union(*(f.nodes for f in inflight)) if inflight else frozenset()
+    served = {f.gang for f in inflight}
+    waiting = [g for g in _gangs(pending, t, policy.reclaim_singles) if g.key[1] not in served]
+    if policy.reclaim_target == reclaim.FAIR_TARGET:
+        asked = {q: Fraction(sum(j.trace.gpus for j in pending if j.trace.tenant == q)) for q in weights}
+        deserved = fair_deserved(Fraction(capacity), weights, {q: Fraction(v) for q, v in allocated.items()}, asked)
+    else:
+        deserved = _deserved_shares(policy, weights, capacity)
+    protected = frozenset(("", name) for name in evicted) if policy.reclaim_once else frozenset()
+    return reclaim.plan([n for n in _nodes(state) if n.name not in busy], waiting, running,
+                        {q: Fraction(v) for q, v in allocated.items()}, deserved, policy.reclaim_after_s or 0.0,
+                        protected, policy.reclaim_rule)
 
 
 def _nodes(state: _State) -> list[Node]:
@@ -274,10 +310,10 @@ def _nodes(state: _State) -> list[Node]:
                  used={GPU: Fraction(state.used[n.name])}) for n in state.nodes]
 
 
-def _gangs(pending: Sequence[_Job], t: float) -> list[WaitingGang]:
+def _gangs(pending: Sequence[_Job], t: float, singles: bool = False) -> list[WaitingGang]:
     return [WaitingGang(key=("", j.trace.name), queue=j.trace.tenant, pods=j.trace.pods,
                         gpus_per_pod=Fraction(j.trace.gpus_per_pod), tier=j.trace.tier, waiting_s=t - j.trace.arrival)
-            for j in pending if j.trace.is_gang]
+            for j in pending if j.trace.is_gang or singles]
 
 
 def _deserved_shares(policy: ModelPolicy, weights: Mapping[str, float], capacity: int) -> dict[str, Fraction]:

@@ -5,8 +5,10 @@ from fractions import Fraction
 import pytest
 
 from trainyard.capacity.model import GPU, Node
-from trainyard.capacity.reclaim import (Eviction, RunningJob, cheapest_eviction, evictable, parse_reclaimed_note, plan,
-                                        reclaimed_note, running_jobs, starving_gangs, to_resume)
+from trainyard.capacity import reclaim as R
+from trainyard.capacity.reclaim import (FINAL_SHARE, Eviction, RunningJob, cheapest_eviction, evictable,
+                                        parse_reclaimed_note, plan, reclaimed_note, running_jobs, starving_gangs,
+                                        to_resume)
 from trainyard.capacity.reservation import WaitingGang
 
 F = Fraction
@@ -95,3 +97,39 @@ def test_victims_are_resumed_once_their_gang_is_placed_or_after_a_timeout(notes,
 
 def test_reclaimed_note_round_trips():
     assert parse_reclaimed_note(reclaimed_note(("team-a", "job-1"), 1795694400.4)) == (("team-a", "job-1"), 1795694400.0)
+
+
+# final-share (Kueue's LessThanOrEqualToFinalShare): "poor" holds 8 of 24 deserved and waits for a 3x8 gang, more
+# than its share leaves room for; "lender" holds 40 of 16 deserved on n0-n3 (and elsewhere), "mid" 16 of 16.
+FS_NODES = [node(f"n{i}", "r0", 8) for i in range(6)]
+FS_DESERVED = {"lender": F(16), "mid": F(16), "poor": F(24)}
+FS_RUNNING = [RunningJob(("ns", f"l{i}"), "lender", F(8), frozenset({f"n{i}"}), ran_s) for i, ran_s in
+              enumerate((100.0, 10.0, 50.0, 5.0))] + [job("m", "mid", 16, "n4", "n5")]
+
+
+@pytest.mark.parametrize("rule, lender_holds, expected", [
+    # the deserved rule: 8 + 24 > 24, the gang never starves
+    (R.DESERVED, 48, None),
+    # final share of poor with its gang: 32/24; lender keeps 48 - 24 = 24 (share 1.5): the three jobs that ran least go
+    (FINAL_SHARE, 48, Eviction(("ns", "g"), (("ns", "l1"), ("ns", "l2"), ("ns", "l3")), ("n1", "n2", "n3"))),
+    # lender would keep 40 - 24 = 16 (share 1 < 4/3): each victim alone would do, the three together not
+    (FINAL_SHARE, 40, None),
+])
+def test_final_share_lets_a_big_gang_reclaim_while_its_victims_keep_at_least_its_share(rule, lender_holds, expected):
+    allocated = {"lender": F(lender_holds), "mid": F(16), "poor": F(8)}
+    wanted = [gang("g", "poor", 3, waiting=30)]
+    assert plan(FS_NODES, wanted, FS_RUNNING, allocated, FS_DESERVED, after_s=10, rule=rule) == expected
+
+
+def test_protected_jobs_are_never_victims():
+    allocated = {"lender": F(48), "mid": F(16), "poor": F(8)}
+    eviction = plan(FS_NODES, [gang("g", "poor", 3, waiting=30)], FS_RUNNING, allocated, FS_DESERVED, after_s=10,
+                    protected=frozenset({("ns", "l3")}), rule=FINAL_SHARE)
+    assert eviction is not None and ("ns", "l3") not in eviction.victims and len(eviction.victims) == 3
+
+
+def test_starving_under_final_share_needs_only_a_queue_below_its_share():
+    allocated = {"poor": F(8), "lender": F(48)}
+    gangs = [gang("big", "poor", 3), gang("rich", "lender", 1)]
+    assert [g.key[1] for g in starving_gangs(gangs, allocated, FS_DESERVED, 10, rule=FINAL_SHARE)] == ["big"]
+    assert starving_gangs(gangs, allocated, FS_DESERVED, 10, rule=R.DESERVED) == []

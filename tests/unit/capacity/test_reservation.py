@@ -7,7 +7,7 @@ import pytest
 from trainyard import k8s as K
 from trainyard.capacity.model import GPU, Node
 from trainyard.capacity.reservation import (Reservation, WaitingGang, cheapest_nodes, plan, taint_changes,
-                                            taint_value, toleration, waiting_gangs)
+                                            taint_value, toleration, waiting_gangs, waiting_gpus)
 
 
 def node(name: str, rack: str, used: int, spine: str = "spine-0", gpus: int = 8, schedulable: bool = True) -> Node:
@@ -115,3 +115,9 @@ def test_waiting_gangs_are_pending_multi_pod_groups_with_gpus():
     assert set(out) == {"wait", "soft"}
     assert out["wait"] == WaitingGang(("ns", "wait"), "q", 4, Fraction(8), 1, 90.0)
     assert out["soft"].tier is None
+
+
+def test_waiting_gpus_sum_what_waiting_pod_groups_ask_per_queue():
+    groups = [pod_group("wait", "Inqueue", 4, 32, tier=1), pod_group("single", "Pending", 1, 8),
+              pod_group("running", "Running", 2, 16, running=2), pod_group("cpu", "Pending", 2, 0)]
+    assert waiting_gpus(groups) == {"q": Fraction(40)}

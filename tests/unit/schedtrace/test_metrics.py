@@ -72,17 +72,6 @@ def test_no_contention_gives_no_allocation_figure():
     assert M.allocation_while_saturated(line, 16) == (None, 0.0)
 
 
-@pytest.mark.parametrize("capacity, weights, demands, fair", [
-    (70, {"a": 4, "b": 2, "c": 1}, {"a": 100, "b": 100, "c": 100}, {"a": 40, "b": 20, "c": 10}),
-    (70, {"a": 4, "b": 2, "c": 1}, {"a": 10, "b": 100, "c": 100}, {"a": 10, "b": 40, "c": 20}),
-    (70, {"a": 4, "b": 2, "c": 1}, {"a": 10, "b": 5, "c": 100}, {"a": 10, "b": 5, "c": 55}),
-    (70, {"a": 4, "b": 2, "c": 1}, {"a": 0, "b": 0, "c": 0}, {"a": 0, "b": 0, "c": 0}),
-    (30, {"a": 1, "b": 1}, {"a": 10, "b": 10}, {"a": 10, "b": 10}),
-])
-def test_water_fill(capacity, weights, demands, fair):
-    assert M.water_fill(capacity, weights, demands) == pytest.approx(fair)
-
-
 def test_queue_shares_compare_held_share_with_the_weighted_fair_share_while_saturated():
     # capacity 16, weights 3:1, both demand 16 all along; a holds 8, b holds 8 -> a is 25 points under.
     trace = [job("a1", tenant="a"), job("a2", tenant="a"), job("b1", tenant="b"), job("b2", tenant="b")]

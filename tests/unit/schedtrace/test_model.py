@@ -82,3 +82,30 @@ def test_a_lone_queue_gets_the_whole_cluster(plugin):
     trace = [TraceJob(f"a{i}", "a", 0.0, 10.0, 1, 8, None) for i in range(4)]
     _, pods, _ = simulate(trace, nodes(4, 2), WEIGHTS, ModelPolicy(queue_plugin=plugin, deserved={"a": 16, "b": 16}), seed=0)
     assert held_at(pods, 5.0) == 32
+
+
+def test_final_share_reclaims_for_a_gang_bigger_than_its_queues_share():
+    """b deserves 16 GPUs and waits for a 3x8 gang: the deserved rule never evicts for it (16 < 24); under the
+    final-share rule a (48 held, 8 deserved) keeps a share above b's with the gang, so three of its jobs go."""
+    lender = [TraceJob(f"a{i}", "a", 0.0, 100.0, 1, 8, None) for i in range(6)]
+    trace = lender + [TraceJob("g", "b", 1.0, 10.0, 3, 8, 1)]
+    start = {}
+    for rule in ("deserved", "final-share"):
+        policy = ModelPolicy(queue_plugin="capacity", deserved={"a": 8, "b": 16}, reclaim_after_s=2.0, reclaim_rule=rule)
+        _, pods, _ = simulate(trace, nodes(6, 6), WEIGHTS, policy, seed=0)
+        start[rule] = min(p.bound for p in pods if p.job == "g")
+        if rule == "final-share":
+            assert len({p.job for p in pods if not p.succeeded}) == 3
+    assert start["deserved"] >= 100.0 and start["final-share"] <= 5.0, start
+
+
+def test_several_evictions_in_flight_serve_several_gangs_at_once():
+    lender = [TraceJob(f"a{i}", "a", 0.0, 100.0, 1, 8, None) for i in range(8)]
+    gangs = [TraceJob("g1", "b", 1.0, 50.0, 2, 8, 1), TraceJob("g2", "b", 1.0, 50.0, 2, 8, 1)]
+    starts = {}
+    for inflight in (1, 2):
+        policy = ModelPolicy(queue_plugin="capacity", deserved={"a": 32, "b": 32}, reclaim_after_s=2.0,
+                             reclaim_inflight=inflight, resume_after_s=30.0)
+        _, pods, _ = simulate(lender + gangs, nodes(8, 4), WEIGHTS, policy, seed=0)
+        starts[inflight] = sorted(min(p.bound for p in pods if p.job == g.name) for g in gangs)
+    assert starts[2][1] < starts[1][1], starts
