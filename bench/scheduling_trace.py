@@ -20,7 +20,8 @@ Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--du
        (also gang-capacity: elastic `capacity` queues with weighted deserved shares; gang-capacity-reserve: the
        same plus trainyard's gang reservation, `trainyard.capacity.reserver`; gang-capacity-reclaim: the same plus
        trainyard's gang-aware reclaim, `trainyard.capacity.reclaimer`; gang-capacity-reclaim-fair: reclaim toward
-       each queue's fair share of current demand under Kueue's final-share rule)
+       each queue's fair share of current demand under Kueue's final-share rule; -hold: either, the freed nodes
+       tainted for the gang)
        [--model SEEDS [--calibrate JSON]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
        beside the real runs of JSON
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainyard.capacity import live, reclaim
@@ -57,19 +58,36 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-capacity-reserve": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reclaim": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reclaim-fair": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reclaim-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reclaim-fair-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
 """The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
 RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
 """Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
 gang of a queue below its deserved share waits before nodes are held for it."""
-RECLAIM_AFTER_S = {"gang-capacity-reclaim": 10.0, "gang-capacity-reclaim-fair": 10.0}
-"""Profiles that run trainyard's gang-aware reclaim (`trainyard.capacity.reclaimer`): seconds such a gang waits
-before whole TrainJobs of queues above their share are suspended to make room for it."""
-RECLAIM_RULES = {"gang-capacity-reclaim": (reclaim.DESERVED, reclaim.DESERVED_TARGET),
-                 "gang-capacity-reclaim-fair": (reclaim.FINAL_SHARE, reclaim.FAIR_TARGET)}
-"""Their rule and target (`trainyard.capacity.reclaim`): -fair restores each queue's water-filled fair share of
-current demand, evicting only while the victim's queue keeps at least the starving queue's share with its gang."""
+@dataclass(frozen=True)
+class ReclaimSettings:
+    """How a profile runs trainyard's gang-aware reclaim (`trainyard.capacity.reclaimer`)."""
+    after_s: float = 10.0
+    """Seconds a gang of a queue below its share waits before whole TrainJobs of queues above theirs go."""
+    rule: str = reclaim.DESERVED
+    target: str = reclaim.DESERVED_TARGET
+    holds: bool = False
+
+
+RECLAIM = {"gang-capacity-reclaim": ReclaimSettings(),
+           "gang-capacity-reclaim-fair": ReclaimSettings(rule=reclaim.FINAL_SHARE, target=reclaim.FAIR_TARGET),
+           "gang-capacity-reclaim-hold": ReclaimSettings(holds=True),
+           "gang-capacity-reclaim-fair-hold": ReclaimSettings(rule=reclaim.FINAL_SHARE, target=reclaim.FAIR_TARGET,
+                                                              holds=True)}
+"""-fair: toward each queue's water-filled fair share of current demand, evicting only while the victim's queue keeps
+at least the starving queue's share with its gang (Kueue's final-share rule); -hold: the freed nodes are tainted for
+the gang until it runs."""
+MODEL_EVICT_LATENCY_S, MODEL_RESUME_LAG_S = 1.0, 2.0
+"""The reclaimer's protocol on the local cluster, as the model replays it: victims' pods go about 1 s after their
+TrainJobs are suspended, and their resumption follows the gang's start by 2-5 s (PodGroup status, the loop's period);
+read from the evictions and pod records of the real gang-capacity-reclaim runs."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -120,9 +138,9 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         api = live.connect(str(local.ClusterPaths.for_name(spec.name).kubeconfig))
         reserver = Reserver(api, after_s=RESERVE_AFTER_S[profile]).start() if profile in RESERVE_AFTER_S else None
         reclaimer = None
-        if profile in RECLAIM_AFTER_S:
-            rule, target = RECLAIM_RULES[profile]
-            reclaimer = Reclaimer(api, after_s=RECLAIM_AFTER_S[profile], rule=rule, target=target).start()
+        if profile in RECLAIM:
+            how = RECLAIM[profile]
+            reclaimer = Reclaimer(api, after_s=how.after_s, rule=how.rule, target=how.target, holds=how.holds).start()
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
         reservations = reserver.finish() if reserver else []
         evictions = reclaimer.finish() if reclaimer else []
@@ -213,8 +231,9 @@ def model_policy(profile: str, capacity: int) -> ModelPolicy | None:
     elastic = {"queue_plugin": "capacity", "deserved": weighted_deserved(DEFAULT_TENANTS, capacity)}
     return {"gang": ModelPolicy(), "gang-capacity": ModelPolicy(**elastic),
             "gang-capacity-reserve": ModelPolicy(**elastic, reserve_after_s=RESERVE_AFTER_S["gang-capacity-reserve"]),
-            **{name: ModelPolicy(**elastic, reclaim_after_s=after_s, reclaim_rule=RECLAIM_RULES[name][0],
-                                 reclaim_target=RECLAIM_RULES[name][1]) for name, after_s in RECLAIM_AFTER_S.items()},
+            **{name: ModelPolicy(**elastic, reclaim_after_s=how.after_s, reclaim_rule=how.rule, reclaim_target=how.target,
+                                 reclaim_holds=how.holds, evict_latency_s=MODEL_EVICT_LATENCY_S,
+                                 resume_lag_s=MODEL_RESUME_LAG_S) for name, how in RECLAIM.items()},
             }.get(profile)
 
 

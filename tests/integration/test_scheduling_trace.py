@@ -5,6 +5,7 @@ own: 8 nodes in 4 racks under 2 spines (port base 29700, `TRAINYARD_TRACE_TEST_P
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -122,13 +123,14 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     replay.clean()
 
 
-@pytest.mark.parametrize("rule, target", [("deserved", "deserved"), ("final-share", "fair")])
-def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_them(replay, rule, target):
+@pytest.mark.parametrize("rule, target, holds", [("deserved", "deserved", False), ("final-share", "fair", True)])
+def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_them(replay, rule, target, holds):
     """Elastic queues lend the whole cluster to one queue's long jobs; a gang of a queue below its deserved share
     then waits for them all. trainyard's reclaim suspends two whole TrainJobs of the lender in one rack (their
     pods are deleted, never one pod of a gang), the gang starts there, and the victims are resumed and rerun.
     Under both rules: against the static deserved share, and against the fair share of current demand (the
-    lender keeps 48 of the 48 GPUs its weight is owed while the gang's 16 wait)."""
+    lender keeps 48 of the 48 GPUs its weight is owed while the gang's 16 wait), there with the freed nodes held
+    (tainted) for the gang, and no taint left afterwards."""
     from trainyard import k8s as K
     from trainyard.capacity import live
     from trainyard.capacity.reclaimer import Reclaimer
@@ -140,11 +142,24 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     gang = TraceJob("g", heavy, 3.0, 5.0, 2, 8, 1)
     replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
     api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
-    reclaimer = Reclaimer(api, after_s=2.0, period=0.5, rule=rule, target=target).start()
+    tainted: set[str] = set()
+    stop = threading.Event()
+
+    def watch_taints() -> None:  # which nodes ever carried a reservation taint during the run
+        while not stop.wait(0.3):
+            for node in live.list_items(api, live.NODES):
+                if any(t.get("key") == K.RESERVATION_TAINT for t in node.get("spec", {}).get("taints") or []):
+                    tainted.add(node["metadata"]["name"])
+
+    watcher = threading.Thread(target=watch_taints, daemon=True)
+    watcher.start()
+    reclaimer = Reclaimer(api, after_s=2.0, period=0.5, rule=rule, target=target, holds=holds).start()
     try:
         record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=240)
     finally:
         history = reclaimer.finish()
+        stop.set()
+        watcher.join()
         replay.use_scheduler_settings(SchedulerSettings())
     assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
     assert [e.gang for _, e in history] == [(heavy, "g")], history
@@ -154,6 +169,7 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     pods = M.by_job(record.pods.values())
     gang_start = min(p.bound for p in pods["g"])
     assert {p.node for p in pods["g"]} == set(eviction.nodes) and gang_start < 30, (pods["g"], eviction)
+    assert tainted == (set(eviction.nodes) if holds else set()), tainted
     for name in victims:  # evicted whole before the gang started, then run again to the end
         first, *rest = sorted(pods[name], key=lambda p: p.bound)
         assert not first.succeeded and first.ended <= gang_start + 1
@@ -164,4 +180,6 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
                  if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
     assert leftovers == []
+    nodes = replay.core.list_node().items
+    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
     replay.clean()

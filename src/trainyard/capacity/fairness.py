@@ -10,6 +10,12 @@ from fractions import Fraction
 from typing import Mapping
 
 
+def weight_shares(capacity: Fraction, weights: Mapping[str, float]) -> dict[str, Fraction]:
+    """Each queue's weight share of `capacity`, exact: what it is owed when every queue wants everything."""
+    total = sum(Fraction(w) for w in weights.values()) or Fraction(1)
+    return {q: capacity * Fraction(w) / total for q, w in weights.items()}
+
+
 def water_fill(capacity: float, weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
     """Weighted max-min fair shares: each queue gets capacity in proportion to its weight, never more than
     it demands, and what a satisfied queue leaves goes to the others (what Volcano's proportion aims at)."""

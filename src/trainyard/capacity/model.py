@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable
 
+from trainyard.capacity import fairness
 from trainyard.k8s import parse_quantity
 from trainyard.controller.resources import pod_requests
 from trainyard import k8s as K
@@ -219,12 +220,9 @@ def weight_shares(uses: dict[str, QueueUse], cluster_total: Fraction) -> dict[st
     """Each queue's weight share of the cluster's GPUs (the `root` of a hierarchy excluded), capped by its
     capability: what `proportion` would deserve it if every queue asked for everything."""
     leaves = {name: use for name, use in uses.items() if name != "root"}
-    total_weight = sum(use.weight for use in leaves.values()) or 1
-    out = {}
-    for name, use in leaves.items():
-        share = cluster_total * use.weight / total_weight
-        out[name] = min(share, use.capability[GPU]) if GPU in use.capability else share
-    return out
+    shares = fairness.weight_shares(cluster_total, {name: use.weight for name, use in leaves.items()})
+    return {name: min(shares[name], use.capability[GPU]) if GPU in use.capability else shares[name]
+            for name, use in leaves.items()}
 
 
 def pending_reason(pod_group: dict, events: Iterable[dict] = ()) -> str:

@@ -5,7 +5,9 @@ now placed or gone, or that waited `resume_after_s`; while any such victim is st
 new (one eviction at a time, so the freed nodes go to the gang they were freed for). Otherwise plan the one
 eviction and suspend its victims' TrainJobs (`spec.suspend`: the JobSet is suspended and its pods deleted,
 as Kueue preempts), each annotated `trainyard.dev/reclaimed-for: <namespace>/<gang> <epoch s>`; the annotation,
-not this process, remembers what to resume, so a restarted loop carries on.
+not this process, remembers what to resume, so a restarted loop carries on. With `holds`, the eviction's nodes
+are also tainted for the gang (`capacity.reserver.hold`) until its victims are resumed: measured on the trace,
+without it the nodes freed for a big gang often went to smaller jobs while the victims' pods were going.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from trainyard.capacity import live
 from trainyard.capacity.fairness import fair_deserved
 from trainyard.capacity.reclaim import (DESERVED, DESERVED_TARGET, RULES, TARGETS, Eviction, JobKey,
                                        parse_reclaimed_note, plan, reclaimed_note, running_jobs, to_resume)
-from trainyard.capacity.reservation import waiting_gangs
+from trainyard.capacity.reservation import Reservation, waiting_gangs
+from trainyard.capacity.reserver import hold, tolerate
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import ApiServer
 
@@ -44,13 +47,16 @@ def placed_or_gone(pod_groups: list[dict], gangs: set[JobKey]) -> set[JobKey]:
 
 class Reclaimer(Loop):
     def __init__(self, api: ApiServer, after_s: float = 10.0, period: float = 1.0, resume_after_s: float = 120.0,
-                 rule: str = DESERVED, target: str = DESERVED_TARGET):
-        """`rule` and `target`: see `capacity.reclaim` (which gangs starve, which jobs may go, against which share)."""
+                 rule: str = DESERVED, target: str = DESERVED_TARGET, holds: bool = False):
+        """`rule` and `target`: see `capacity.reclaim` (which gangs starve, which jobs may go, against which share).
+        `holds`: taint the nodes an eviction frees for its gang until the victims are resumed (as
+        `capacity.reserver` does; the two loops must not run together), so the scheduler cannot give them to
+        another job while the victims' pods go."""
         if rule not in RULES or target not in TARGETS:
             raise ValueError(f"reclaim rule {rule!r} / target {target!r}: use a rule of {RULES} and a target of {TARGETS}")
         super().__init__(period)
         self.api, self.after_s, self.resume_after_s = api, after_s, resume_after_s
-        self.rule, self.target = rule, target
+        self.rule, self.target, self.holds = rule, target, holds
         self.history: list[tuple[float, Eviction]] = []
 
     def step(self) -> Eviction | None:
@@ -64,8 +70,14 @@ class Reclaimer(Loop):
                 notes[_key(trainjob)] = str(text)
         if notes:
             gangs = {parsed[0] for text in notes.values() if (parsed := parse_reclaimed_note(text))}
-            for victim in to_resume(notes, placed_or_gone(view.snapshot.pod_groups, gangs), now, self.resume_after_s):
+            resumed = to_resume(notes, placed_or_gone(view.snapshot.pod_groups, gangs), now, self.resume_after_s)
+            for victim in resumed:
                 self._set(victim, suspend=False, note=None)
+            if self.holds and len(resumed) == len(notes):
+                hold(self.api, view.snapshot.nodes, None)
+            elif self.holds:
+                for gang in gangs:
+                    tolerate(self.api, gang, view.snapshot.pods)
             return None
         active = {_key(t) for t in trainjobs if not (t.get("spec") or {}).get("suspend")}
         waiting = [g for g in waiting_gangs(view.snapshot.pod_groups, now) if g.key in active]
@@ -75,6 +87,9 @@ class Reclaimer(Loop):
                         view.allocated, deserved, self.after_s, rule=self.rule)
         if eviction is not None:
             log.info("reclaim for %s: suspending %s", eviction.gang, eviction.victims)
+            if self.holds:
+                hold(self.api, view.snapshot.nodes, Reservation(eviction.gang, eviction.nodes))
+                tolerate(self.api, eviction.gang, view.snapshot.pods)
             for victim in eviction.victims:
                 self._set(victim, suspend=True, note=reclaimed_note(eviction.gang, now))
             self.history.append((now, eviction))
@@ -86,8 +101,10 @@ class Reclaimer(Loop):
                                                      "spec": {"suspend": suspend}}, namespace)
 
     def finish(self) -> list[tuple[float, Eviction]]:
-        """Stop, and resume every TrainJob this loop (or an earlier one) suspended."""
+        """Stop, resume every TrainJob this loop (or an earlier one) suspended, and remove its holds."""
         self.halt()
+        if self.holds:
+            hold(self.api, live.snapshot(self.api).nodes, None)
         for trainjob in live.list_items(self.api, live.TRAINJOBS):
             if K.RECLAIMED_FOR_ANNOTATION in (trainjob["metadata"].get("annotations") or {}):
                 self._set(_key(trainjob), suspend=False, note=None)

@@ -20,6 +20,27 @@ from trainyard.controller.runtime.apiserver import ApiServer
 log = logging.getLogger(__name__)
 
 
+def hold(api: ApiServer, nodes: list[dict], wanted: Reservation | None) -> None:
+    """Taint `wanted`'s nodes for its gang and untaint every other node (None: untaint all)."""
+    taints = {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes}
+    for node, new in taint_changes(taints, wanted).items():
+        api.merge_patch(live.NODES, node, {"spec": {"taints": new or None}})
+
+
+def tolerate(api: ApiServer, gang: tuple[str, str], pods: list[dict]) -> None:
+    """Give the gang's unbound pods the toleration of the nodes held for it."""
+    namespace, name = gang
+    wanted = toleration(gang)
+    for pod in pods:
+        metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if (metadata.get("namespace") != namespace or (metadata.get("annotations") or {}).get(GROUP_ANNOTATION) != name
+                or spec.get("nodeName")):
+            continue
+        tolerations = spec.get("tolerations") or []
+        if wanted not in tolerations:
+            api.merge_patch(live.PODS, metadata["name"], {"spec": {"tolerations": tolerations + [wanted]}}, namespace)
+
+
 class Reserver(Loop):
     def __init__(self, api: ApiServer, after_s: float = 20.0, period: float = 1.0):
         super().__init__(period)
@@ -31,36 +52,18 @@ class Reserver(Loop):
         view = live.cluster_view(self.api)
         wanted = plan(view.nodes, waiting_gangs(view.snapshot.pod_groups, time.time()), view.allocated, view.deserved,
                       self.current, self.after_s)
-        self._taint(view.snapshot.nodes, wanted)
+        hold(self.api, view.snapshot.nodes, wanted)
         if wanted is not None:
-            self._tolerate(wanted, view.snapshot.pods)
+            tolerate(self.api, wanted.gang, view.snapshot.pods)
         if wanted != self.current:
             log.info("reservation %s", wanted)
             self.history.append((time.time(), wanted))
         self.current = wanted
         return wanted
 
-    def _taint(self, nodes: list[dict], wanted: Reservation | None) -> None:
-        taints = {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes}
-        for node, new in taint_changes(taints, wanted).items():
-            self.api.merge_patch(live.NODES, node, {"spec": {"taints": new or None}})
-
-    def _tolerate(self, reservation: Reservation, pods: list[dict]) -> None:
-        namespace, name = reservation.gang
-        wanted = toleration(reservation.gang)
-        for pod in pods:
-            metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-            if (metadata.get("namespace") != namespace or (metadata.get("annotations") or {}).get(GROUP_ANNOTATION) != name
-                    or spec.get("nodeName")):
-                continue
-            tolerations = spec.get("tolerations") or []
-            if wanted not in tolerations:
-                self.api.merge_patch(live.PODS, metadata["name"], {"spec": {"tolerations": tolerations + [wanted]}},
-                                     namespace)
-
     def finish(self) -> list[tuple[float, Reservation | None]]:
         """Stop, and remove every reservation taint."""
         self.halt()
-        self._taint(live.snapshot(self.api).nodes, None)
+        hold(self.api, live.snapshot(self.api).nodes, None)
         self.current = None
         return self.history

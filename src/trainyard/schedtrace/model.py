@@ -25,7 +25,7 @@ from trainyard.capacity.model import GPU, Node
 from trainyard.capacity import reclaim
 from trainyard.capacity.reclaim import RunningJob
 from trainyard.capacity.reservation import Reservation, WaitingGang, plan
-from trainyard.capacity.fairness import fair_deserved, water_fill
+from trainyard.capacity.fairness import fair_deserved, water_fill, weight_shares
 from trainyard.schedtrace.metrics import PodRecord
 from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
 
@@ -70,6 +70,13 @@ class ModelPolicy:
     """Evictions whose gang has not started yet, at most (each for another gang, on other nodes)."""
     reclaim_once: bool = False
     """A job evicted once is never a victim again."""
+    evict_latency_s: float = 0.0
+    """From a victim's suspension until its pods' GPUs are free (JobSet suspended, pods deleted): meanwhile the
+    scheduler may give nodes the eviction counted on, already free ones, to other jobs."""
+    resume_lag_s: float = 0.0
+    """From a gang's placement until the reclaimer sees it run (PodGroup status) and resumes its victims."""
+    reclaim_holds: bool = False
+    """The eviction's nodes are held for its gang (as `capacity.reserver` taints them) until it is placed."""
     reclaim_rule: str = reclaim.DESERVED
     """Which gangs starve and which jobs may be evicted for them (`capacity.reclaim.DESERVED`, `FINAL_SHARE`)."""
 
@@ -79,6 +86,7 @@ class _Job:
     trace: TraceJob
     ready_at: float
     placed: bool = False
+    placed_at: float = 0.0
 
 
 @dataclass
@@ -227,22 +235,35 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         if policy.reclaim_after_s is not None and t >= next_reclaim:
             next_reclaim = t + policy.reclaim_period_s
             for flight in list(inflight):  # as `capacity.reclaimer`: resume once the gang runs, or after the timeout
-                if by_name[flight.gang].placed or t - flight.since >= policy.resume_after_s:
+                gang = by_name[flight.gang]
+                if (gang.placed and t - gang.placed_at >= policy.resume_lag_s) or t - flight.since >= policy.resume_after_s:
                     for name in flight.victims:
                         by_name[name].ready_at = t + policy.submit_latency_s
                     inflight.remove(flight)
+                    for node in flight.nodes:
+                        if state.held_by[node] == flight.gang:
+                            state.held_by[node] = None
             while len(inflight) < policy.reclaim_inflight:
-                eviction = _reclaim(state, pending, live, allocated, weights, policy, capacity, t, inflight, evicted)
+                running = {k: p for k, p in live.items() if by_name[p.job].placed}  # not victims on their way out
+                eviction = _reclaim(state, pending, running, allocated, weights, policy, capacity, t, inflight, evicted)
                 if eviction is None:
                     break
                 victims = [name for _, name in eviction.victims]
+                gone = t + policy.evict_latency_s
                 for name in victims:
                     for key in [k for k, pod in live.items() if pod.job == name]:
-                        pod = release(key)
-                        records[pod.record] = replace(records[pod.record], ended=t, succeeded=False)
+                        if policy.evict_latency_s > 0:
+                            heapq.heappush(ends, (gone, key))
+                            pod = live[key]
+                        else:
+                            pod = release(key)
+                        records[pod.record] = replace(records[pod.record], ended=gone, succeeded=False)
                     by_name[name].placed, by_name[name].ready_at = False, float("inf")  # suspended
                 evicted.update(victims)
                 inflight.append(_Flight(eviction.gang[1], victims, frozenset(eviction.nodes), t))
+                if policy.reclaim_holds:
+                    for node in eviction.nodes:
+                        state.held_by[node] = eviction.gang[1]
             pending = [j for j in jobs if not j.placed and j.ready_at <= t]
         by_queue: dict[str, list[_Job]] = {}
         for job in pending:
@@ -261,7 +282,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
             limit = deserved[queue] if policy.queue_plugin == "proportion" else policy.capability.get(queue, capacity)
             chosen = _place(state, topo, job.trace, rng) if allocated[queue] + job.trace.gpus <= limit + 1e-9 else None
             if chosen is not None:
-                job.placed = True
+                job.placed, job.placed_at = True, t
                 allocated[queue] += job.trace.gpus
                 bound = t + policy.bind_latency_s
                 for node in chosen:
@@ -318,8 +339,8 @@ def _gangs(pending: Sequence[_Job], t: float, singles: bool = False) -> list[Wai
 
 def _deserved_shares(policy: ModelPolicy, weights: Mapping[str, float], capacity: int) -> dict[str, Fraction]:
     """The deserved GPUs reservation and reclaim compare with: the policy's, else the weight share."""
-    total = Fraction(sum(weights.values()))
-    return {q: Fraction(policy.deserved.get(q) or Fraction(capacity) * Fraction(weights[q]) / total) for q in weights}
+    shares = weight_shares(Fraction(capacity), weights)
+    return {q: Fraction(policy.deserved.get(q) or shares[q]) for q in weights}
 
 
 def _reserve(state: _State, pending: Sequence[_Job], allocated: Mapping[str, int], weights: Mapping[str, float],

@@ -68,3 +68,22 @@ def test_fit_names_the_trainjob_even_when_the_api_server_would(metadata, shown):
     from trainyard.capacity.fit_check import display_name
 
     assert display_name({"metadata": metadata}) == shown
+
+
+class ListRecorder:
+    def __init__(self):
+        self.selectors: dict[str, str | None] = {}
+
+    def list(self, resource, namespace=None, label_selector=None, field_selector=None):
+        self.selectors[resource.plural] = field_selector
+        return {"items": []}
+
+
+@pytest.mark.parametrize("unbound, selector", [
+    (False, "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"),  # report, fit: capacity is bound pods
+    (True, "status.phase!=Succeeded,status.phase!=Failed"),                   # the loops that tolerate pending pods
+])
+def test_snapshot_lists_pending_pods_only_for_whoever_needs_them(unbound, selector):
+    api = ListRecorder()
+    live.snapshot(api, unbound_pods=unbound)
+    assert api.selectors["pods"] == selector
