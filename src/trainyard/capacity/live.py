@@ -14,7 +14,6 @@ from trainyard import k8s as K
 from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
 from trainyard.capacity.reservation import waiting_gpus
 from trainyard.controller import constants as C
-from trainyard.controller import k8s
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.errors import TrainyardError
@@ -173,10 +172,6 @@ def admission(api: ApiServer, trainjob: dict, quotas: bool = True) -> tuple[list
     response = admission_review_response(review, lookup)["response"]
     errors = [] if response["allowed"] else [response.get("status", {}).get("message", "refused")]
     return errors, list(response.get("warnings") or [])
-
-
-__all__ = ["Snapshot", "snapshot", "connect", "dry_run_create", "fetch_runtime", "namespace_object", "admission",
-           "k8s"]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Sequence
 
 from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, is_active, meta, pod_resources
 from trainyard.capacity.reservation import WaitingGang, domain_of
+from trainyard.timestamps import parse_time
 
 JobKey = tuple[str, str]
 
@@ -150,13 +151,15 @@ def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[
     return None
 
 
-def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_keys: set[JobKey]) -> list[RunningJob]:
+def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_keys: set[JobKey],
+                 now_s: float | None = None) -> list[RunningJob]:
     """Jobs whose bound, active pods hold GPUs, by PodGroup (its queue); only `evictable_keys` (TrainJobs
-    that can be suspended) are returned."""
+    that can be suspended) are returned. With `now_s` (epoch seconds), each has run since its first pod started."""
     queue_of = {(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue") or "default"
                 for g in pod_groups}
     gpus: dict[JobKey, Fraction] = {}
     nodes: dict[JobKey, set[str]] = {}
+    started: dict[JobKey, float] = {}
     for pod in pods:
         key = (meta(pod).get("namespace", ""), (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION, ""))
         held = pod_resources(pod).get(GPU, Fraction(0))
@@ -164,7 +167,12 @@ def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_key
             continue
         gpus[key] = gpus.get(key, Fraction(0)) + held
         nodes.setdefault(key, set()).add((pod.get("spec") or {})["nodeName"])
-    return [RunningJob(key, queue_of[key], gpus[key], frozenset(nodes[key])) for key in sorted(gpus)]
+        start = (pod.get("status") or {}).get("startTime")
+        if now_s is not None and start:
+            started[key] = min(started.get(key, now_s), parse_time(start).timestamp())
+    return [RunningJob(key, queue_of[key], gpus[key], frozenset(nodes[key]),
+                       max(0.0, now_s - started[key]) if now_s is not None and key in started else 0.0)
+            for key in sorted(gpus)]
 
 
 def reclaimed_note(gang: JobKey, at: float) -> str:

@@ -83,7 +83,7 @@ class Reclaimer(Loop):
         waiting = [g for g in waiting_gangs(view.snapshot.pod_groups, now) if g.key in active]
         deserved = view.deserved if self.target == DESERVED_TARGET else \
             fair_deserved(view.capacity, view.weights, view.allocated, view.waiting)
-        eviction = plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active),
+        eviction = plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active, now),
                         view.allocated, deserved, self.after_s, rule=self.rule)
         if eviction is not None:
             log.info("reclaim for %s: suspending %s", eviction.gang, eviction.victims)

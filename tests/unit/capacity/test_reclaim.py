@@ -83,6 +83,10 @@ def test_running_jobs_group_bound_gpu_pods_of_evictable_trainjobs():
     pods[-1]["spec"]["nodeName"] = None
     out = running_jobs(pods, groups, {("ns", "a"), ("ns", "b"), ("ns", "x")})
     assert out == [RunningJob(("ns", "a"), "q", F(16), frozenset({"n1", "n2"}))]
+    pods[0]["status"]["startTime"], pods[1]["status"]["startTime"] = "2026-11-26T12:00:30Z", "2026-11-26T12:00:10Z"
+    now = 1795694400.0 + 100  # 2026-11-26T12:01:40Z: the job has run since its first pod started, 90 s
+    ran = running_jobs(pods, groups, {("ns", "a")}, now)
+    assert ran == [RunningJob(("ns", "a"), "q", F(16), frozenset({"n1", "n2"}), 90.0)] and ran[0].lost_work == 1440.0
 
 
 @pytest.mark.parametrize("notes, placed, now, expected", [
