@@ -145,10 +145,12 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         reservations = reserver.finish() if reserver else []
         evictions = reclaimer.finish() if reclaimer else []
         figures = figures_of(trace, spec, record.submitted, list(record.pods.values()), record.end, rack_of, spine_of)
-        figures.update(evictions=[{"at": round(at, 1), "gang": "/".join(e.gang), "victims": ["/".join(v) for v in e.victims]}
+        figures.update(evictions=[{"at": round(at, 1), "at_s": round(at - record.started_epoch, 1), "gang": "/".join(e.gang),
+                                   "victims": ["/".join(v) for v in e.victims], "nodes": list(e.nodes)}
                                   for at, e in evictions],
-                       reservations=[{"at": round(at, 1), "gang": "/".join(r.gang) if r else None,
-                                      "nodes": list(r.nodes) if r else []} for at, r in reservations],
+                       reservations=[{"at": round(at, 1), "at_s": round(at - record.started_epoch, 1),
+                                      "gang": "/".join(r.gang) if r else None, "nodes": list(r.nodes) if r else []}
+                                     for at, r in reservations],
                        wall_s=record.wall_s, unfinished=record.unfinished, refused=record.refused,
                        scheduler_conf=None if settings is None else summary_settings(settings),
                        records={"submitted": record.submitted, "pods": [asdict(p) for p in record.pods.values()]})

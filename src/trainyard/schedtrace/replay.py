@@ -38,6 +38,8 @@ class RunRecord:
     unfinished: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     """Jobs whose objects the API server refused, with its message (the run goes on without them)."""
+    started_epoch: float = 0.0
+    """Wall-clock time of its start: what puts loops' epoch timestamps (evictions) on the records' clock."""
 
 
 class PodWatch:
@@ -154,7 +156,7 @@ class Replay:
     def run(self, trace: list[TraceJob], profile: str, gang: bool, direct: bool, timeout: float) -> RunRecord:
         """Submit every job at its arrival time; return when all finished or `timeout` seconds passed."""
         self._tenant_namespaces(gang)
-        record = RunRecord(profile=profile, direct=direct)
+        record = RunRecord(profile=profile, direct=direct, started_epoch=time.time())
         started = time.monotonic()
         watcher = PodWatch(self.core, started)
         lock = threading.Lock()
