@@ -76,11 +76,17 @@ def share(held: Fraction, owed: Fraction) -> Fraction:
     return held / owed if owed > 0 else Fraction(10**9)
 
 
+def keeps_its_share(queue: str, taken: Fraction, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+                    floor: Fraction | None = None) -> bool:
+    """The queue stays at or above its deserved share once `taken` GPUs go (`floor`: at or above that share)."""
+    held, owed = allocated.get(queue, Fraction(0)) - taken, deserved.get(queue, Fraction(0))
+    return held >= owed if floor is None else share(held, owed) >= floor
+
+
 def evictable(job: RunningJob, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
               floor: Fraction | None = None) -> bool:
-    """A job whose queue stays at or above its deserved share without it (`floor`: at or above that share)."""
-    held, owed = allocated.get(job.queue, Fraction(0)) - job.gpus, deserved.get(job.queue, Fraction(0))
-    return held >= owed if floor is None else share(held, owed) >= floor
+    """A job whose queue keeps its share without it."""
+    return keeps_its_share(job.queue, job.gpus, allocated, deserved, floor)
 
 
 def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequence[RunningJob],
@@ -134,8 +140,7 @@ def _queues_keep_their_share(victims: Iterable[JobKey], by_key: Mapping[JobKey, 
     taken: dict[str, Fraction] = {}
     for key in victims:
         taken[by_key[key].queue] = taken.get(by_key[key].queue, Fraction(0)) + by_key[key].gpus
-    return all(evictable(RunningJob(("", ""), queue, gpus, frozenset()), allocated, deserved, floor)
-               for queue, gpus in taken.items())
+    return all(keeps_its_share(queue, gpus, allocated, deserved, floor) for queue, gpus in taken.items())
 
 
 def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[RunningJob],

@@ -179,7 +179,7 @@ def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, 
 class _Flight:
     """An eviction whose gang has not started yet: its victims stay suspended, its nodes are its gang's."""
     gang: str
-    victims: list[str]
+    victims: tuple[str, ...]
     nodes: frozenset[str]
     since: float
 
@@ -248,7 +248,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                 eviction = _reclaim(state, pending, running, allocated, weights, policy, capacity, t, inflight, evicted)
                 if eviction is None:
                     break
-                victims = [name for _, name in eviction.victims]
+                victims = tuple(name for _, name in eviction.victims)
                 gone = t + policy.evict_latency_s
                 for name in victims:
                     for key in [k for k, pod in live.items() if pod.job == name]:
