@@ -157,14 +157,49 @@ def scheduling_picture(cluster, name: str, namespace: str = "team-a") -> str:
     pods = [p["metadata"]["name"] for p in cluster.items("pods", "-n", namespace,
                                                        "-l", f"jobset.sigs.k8s.io/jobset-name={name}")]
     logs = [args for pod in pods for args in (["logs", "-n", namespace, pod, "--tail=30"],
-                                              ["logs", "-n", namespace, pod, "--previous", "--tail=30"])]
+                                              ["logs", "-n", namespace, pod, "--previous", "--tail=2000"])]
     for args in (["get", "trainjob,jobset,podgroup,pods,pvc", "-n", namespace, "-o", "wide"],
                  ["describe", "podgroup", name, "-n", namespace],
                  ["get", "hypernodes", "-o", "wide"], ["get", "nodes", "-L", "trainyard.dev/rack"],
                  ["get", "events", "-n", namespace, "--sort-by=.lastTimestamp"], *logs):
         out = cluster.kubectl(*args)
-        parts.append(f"$ kubectl {' '.join(args)}\n{(out.stdout + out.stderr)[-3000:]}")
+        text = out.stdout + out.stderr
+        parts.append(f"$ kubectl {' '.join(args)}\n{error_lines(text)}{text[-3000:]}")
     return "\n".join(parts)
+
+
+ERROR_LINE = re.compile(r"terminate called|what\(\)|Error|error:|Exception|Abort|Killed|Signal \d+|enforce fail",
+                        re.IGNORECASE)
+
+
+def error_lines(text: str, most: int = 25) -> str:
+    """The lines of a long log that name an error, with the one after each (a rank's own cause of death is printed
+    long before torchrun's summary, which is all a tail shows)."""
+    lines = text.splitlines()
+    picked = [i for i, line in enumerate(lines) if ERROR_LINE.search(line)][:most]
+    if not picked:
+        return ""
+    keep = sorted({j for i in picked for j in (i, i + 1) if j < len(lines)})
+    return "[error lines]\n" + "\n".join(lines[j][:300] for j in keep) + "\n[tail]\n"
+
+
+FINISH_S = 480
+"""A tiny job takes 10-40 s; a rank that dies rejoins after its peers' process-group timeout (90 s, see
+torch_allreduce_sgd.py) and the containers' restart back-off."""
+
+
+def restart_notes(cluster, pods: list[dict], namespace: str = "team-a") -> list[str]:
+    """For each container that restarted on the way to completion: how often, and its previous run's error lines
+    (a transient crash the job survived is still reported, not hidden by the pass)."""
+    notes = []
+    for pod in pods:
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            if status.get("restartCount"):
+                name = pod["metadata"]["name"]
+                previous = cluster.kubectl("logs", "-n", namespace, name, "-c", status["name"], "--previous")
+                notes.append(f"{name}/{status['name']} restarted {status['restartCount']}x; previous run:\n"
+                             + (error_lines(previous.stdout + previous.stderr) or previous.stdout[-1500:]))
+    return notes
 
 
 def trainjob(runtime: str, case: Case) -> dict:
@@ -184,7 +219,7 @@ def trainjob(runtime: str, case: Case) -> dict:
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNNABLE))
-def test_runtime_runs_a_real_tiny_job(real_cluster, local_runtimes, runtime):
+def test_runtime_runs_a_real_tiny_job(real_cluster, local_runtimes, runtime, capsys):
     case = RUNNABLE[runtime]
     created = real_cluster.kubectl("create", "-f", "-", "-o", "name", user=ALICE,
                                    input_text=json.dumps(trainjob(runtime, case)))
@@ -199,9 +234,12 @@ def test_runtime_runs_a_real_tiny_job(real_cluster, local_runtimes, runtime):
         return terminal(real_cluster, name)
 
     try:
-        condition = wait_for(done, 300, f"TrainJob {name} to finish", 1, error=None)
-        assert condition, f"TrainJob {name} did not finish in 300 s:\n{scheduling_picture(real_cluster, name)}"
+        condition = wait_for(done, FINISH_S, f"TrainJob {name} to finish", 1, error=None)
+        assert condition, f"TrainJob {name} did not finish in {FINISH_S} s:\n{scheduling_picture(real_cluster, name)}"
         pods = pods_of(real_cluster, name)
+        with capsys.disabled():
+            for line in restart_notes(real_cluster, pods):
+                print(f"\n[real-nodes] {runtime}: {line}", end="")
         texts = {p["metadata"]["name"]: text for p in pods  # MPI workers may go as the launcher completes
                  if (text := logs(real_cluster, p["metadata"]["name"], missing_ok=True)) is not None}
         assert condition["type"] == "Complete", (condition, {k: v[-800:] for k, v in texts.items()})

@@ -9,8 +9,8 @@ Lowest first (README "Architecture"):
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
-    apps        trainyard.{cluster, realnodes, capacity, schedtrace, stack_deploy, main_job, pulumi_env, scale_stack,
-                benchkit}
+    apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, stack_deploy, main_job, pulumi_env,
+                scale_stack, benchkit}
     cli         trainyard.cli: the Typer commands
 
 Module names come from pyproject's `package-dir` (platform/ is `trainyard.platform`, ...); every import counts,
@@ -39,7 +39,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("controller", ("trainyard.controller",)),
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
-    ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.stack_deploy",
+    ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.whatif",
+              "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit")),
     ("cli", ("trainyard.cli",)),
 )

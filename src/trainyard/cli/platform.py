@@ -1,8 +1,10 @@
-"""`trainyard platform up | preview | destroy | validate`: thin Typer commands over trainyard.stack_deploy
-and the stack checks (`validate` runs offline: no Pulumi, no cluster)."""
+"""`trainyard platform up | preview | destroy | validate | whatif`: thin Typer commands over trainyard.stack_deploy,
+the stack checks and trainyard.whatif (`validate` and `whatif` run offline: no Pulumi, no cluster)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -34,7 +36,15 @@ def up(stack: str = STACK, cluster: str = CLUSTER, extra: Optional[List[str]] = 
 
 @platform_app.command("preview")
 def preview(stack: str = STACK, cluster: str = CLUSTER, extra: Optional[List[str]] = EXTRA) -> None:
-    """`pulumi preview` of the stack (add `-- --policy-pack platform/policy_pack` for the guardrails)."""
+    """`pulumi preview` of the stack (add `-- --policy-pack platform/policy_pack` for the guardrails). When the working
+    copy changes a scheduling setting (queues, quotas, priority classes, scheduler, cluster), the what-if of that
+    change against the last commit comes first (`trainyard platform whatif`)."""
+    from trainyard.whatif.run import preview_summary
+
+    path = stack_deploy.stack_file(stack)
+    summary = preview_summary(path, stack_deploy.repo_root()) if path.is_file() else None
+    if summary:
+        typer.echo(summary)
     _guarded(stack_deploy.run, stack, "preview", extra or [], cluster)
 
 
@@ -50,3 +60,39 @@ def validate(stack: str = STACK) -> None:
     code = stack_deploy.validate(stack, echo=typer.echo)
     if code:
         raise typer.Exit(code)
+
+
+@platform_app.command("whatif")
+def whatif(
+    stack: str = STACK,
+    proposed: Optional[Path] = typer.Option(None, "--proposed", help="A proposed stack file (default: the working "
+                                            "copy of stacks/Pulumi.<stack>.yaml against its last commit)."),
+    trace: str = typer.Option("generated", "--trace", help="generated (seeded, sized for the stack in effect), "
+                              "recorded, or a trace file (JSON: {\"jobs\": [...]})."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the generated trace and the model's tie-breaks."),
+    jobs: int = typer.Option(150, "--jobs", min=1, help="Jobs in a generated trace."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json"),
+) -> None:
+    """Replay one workload under the stack in effect and under the proposed one; print what changes: GPU allocation,
+    each tenant's share against its entitlement, waits by tenant and job size, jobs that could never run."""
+    from trainyard.errors import TrainyardError
+    from trainyard.whatif.run import what_if_files
+    from trainyard.whatif.text import render
+
+    if output not in ("table", "json"):
+        console.print(f"[red]error:[/] --output {output!r}: use table or json")
+        raise typer.Exit(2)
+    path = stack_deploy.stack_file(stack)
+    if not path.is_file():
+        console.print(f"[red]error:[/] {stack_deploy.missing_stack_message(stack)}")
+        raise typer.Exit(2)
+    try:
+        result = what_if_files(path, stack_deploy.repo_root(), proposed, trace, seed, jobs)
+    except TrainyardError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2)
+    if output == "json":
+        typer.echo(json.dumps({**result.result, "proposed": {**result.result["proposed"], "changes": result.changes}},
+                              indent=2))
+    else:
+        typer.echo(render(result.result, result.changes), nl=False)

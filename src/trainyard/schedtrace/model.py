@@ -16,6 +16,7 @@ does. It returns the same records a real replay does (`metrics.PodRecord`), so
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -170,9 +171,10 @@ def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, 
               pending: Mapping[str, int]) -> dict[str, float]:
     if policy.queue_plugin == "capacity":
         return {q: float(policy.deserved.get(q, 0)) for q in weights}
-    request = {q: allocated.get(q, 0) + pending.get(q, 0) for q in weights}
-    fair = water_fill(capacity, weights, request)
-    return {q: min(fair[q], policy.capability.get(q, capacity)) for q in weights}
+    # proportion.go: a queue's deserved stops at its capability as at its request, and what it leaves goes on
+    # to the others in the next round of the water-fill
+    request = {q: min(allocated.get(q, 0) + pending.get(q, 0), policy.capability.get(q, capacity)) for q in weights}
+    return water_fill(capacity, weights, request)
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,8 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
     inflight: list[_Flight] = []
     evicted: set[str] = set()
     next_reclaim = 0.0
+    prioritized = any(j.priority for j in trace)
+    quiet = policy.reserve_after_s is None and policy.reclaim_after_s is None
     t, end = 0.0, 0.0
 
     def release(key: int) -> _Pod:
@@ -268,6 +272,10 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         by_queue: dict[str, list[_Job]] = {}
         for job in pending:
             by_queue.setdefault(job.trace.tenant, []).append(job)
+        if prioritized:
+            for queued in by_queue.values():
+                queued.sort(key=lambda j: -j.trace.priority)  # stable: arrival order within a priority
+        placed_any = False
         pending_gpus = {q: sum(j.trace.gpus for j in js) for q, js in by_queue.items()}
         deserved = _deserved(policy, weights, capacity, allocated, pending_gpus)
         order = [(allocated[q] / deserved[q] if deserved[q] > 0 else float("inf"), q) for q in by_queue]
@@ -282,6 +290,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
             limit = deserved[queue] if policy.queue_plugin == "proportion" else policy.capability.get(queue, capacity)
             chosen = _place(state, topo, job.trace, rng) if allocated[queue] + job.trace.gpus <= limit + 1e-9 else None
             if chosen is not None:
+                placed_any = True
                 job.placed, job.placed_at = True, t
                 allocated[queue] += job.trace.gpus
                 bound = t + policy.bind_latency_s
@@ -297,8 +306,17 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     state.held_by = dict.fromkeys(state.held_by)
             if cursor[queue] < len(by_queue[queue]):
                 heapq.heappush(order, (allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf"), queue))
-        t = round(t + policy.cycle_s, 6)
+        t = _next_cycle(t, policy.cycle_s, jobs, ends) if quiet and not placed_any else round(t + policy.cycle_s, 6)
     return submitted, records, max([end] + [r.ended or 0.0 for r in records])
+
+
+def _next_cycle(t: float, cycle_s: float, jobs: Sequence[_Job], ends: Sequence[tuple[float, int]]) -> float:
+    """The first cycle after `t` (the one just run) where something can change: a cycle that placed nothing leaves the state
+    as it found it, so the cycles until the next arrival or pod end would place nothing either. Only without
+    reservation and reclaim, whose timers act on their own."""
+    upcoming = [j.ready_at for j in jobs if not j.placed and j.ready_at > t]
+    event = min(upcoming + ([ends[0][0]] if ends else []), default=t)
+    return round(t + max(1, math.ceil(round((event - t) / cycle_s, 6))) * cycle_s, 6)
 
 
 def _reclaim(state: _State, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],

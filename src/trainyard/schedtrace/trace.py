@@ -45,6 +45,10 @@ class TraceJob:
     gpus_per_pod: int
     tier: int | None
     """Hard network topology: the highest HyperNode tier the gang may span (None: unconstrained)."""
+    priority_class: str | None = None
+    """The PriorityClass the TrainJob names (None: its tenant's default)."""
+    priority: int = 0
+    """That class's value, as a stack resolves it: Volcano's `priority` plugin serves a queue's jobs highest first."""
 
     @property
     def gpus(self) -> int:
@@ -74,26 +78,29 @@ def _duration(rng: random.Random, median: float, scale: float) -> float:
     return round(scale * min(4 * median, max(median / 4, value)), 1)
 
 
-def _shape(rng: random.Random, single_fraction: float, rack_nodes: int,
-           spine_nodes: int) -> tuple[int, int, int | None]:
+def _shape(rng: random.Random, single_fraction: float, rack_nodes: int, spine_nodes: int,
+           node_gpus: int) -> tuple[int, int, int | None]:
     if rng.random() < single_fraction or spine_nodes < 2:
-        return 1, rng.choices(SINGLE_GPUS, SINGLE_GPU_ODDS)[0], None
+        sizes = [(g, odds) for g, odds in zip(SINGLE_GPUS, SINGLE_GPU_ODDS) if g <= node_gpus] or [(node_gpus, 1.0)]
+        return 1, rng.choices([g for g, _ in sizes], [odds for _, odds in sizes])[0], None
     pods = rng.choice([n for n in GANG_PODS if n <= spine_nodes])
-    return pods, GANG_GPUS_PER_POD, RACK_TIER if pods <= min(LARGEST_RACK_GANG, rack_nodes) else SPINE_TIER
+    return pods, node_gpus, RACK_TIER if pods <= min(LARGEST_RACK_GANG, rack_nodes) else SPINE_TIER
 
 
 def generate(seed: int, jobs: int, capacity_gpus: int, tenants: tuple[Tenant, ...] = DEFAULT_TENANTS,
              duration_scale: float = 1.0, median_duration: float = 60.0, overload: float = 1.5,
-             single_fraction: float = 0.5, rack_nodes: int = 8, spine_nodes: int = 32) -> list[TraceJob]:
+             single_fraction: float = 0.5, rack_nodes: int = 8, spine_nodes: int = 32,
+             node_gpus: int = GANG_GPUS_PER_POD) -> list[TraceJob]:
     """`jobs` jobs sorted by arrival. Every gang fits its allowed tier: a rack holds `rack_nodes` nodes, a
-    spine `spine_nodes` (gangs never have more pods than a spine has nodes)."""
+    spine `spine_nodes` (gangs never have more pods than a spine has nodes); a gang's pod takes a whole node of
+    `node_gpus` GPUs, a single pod at most that."""
     if jobs < 1 or capacity_gpus < 1 or overload <= 0:
         raise ValueError("a trace needs at least one job, some capacity and a positive overload")
     rng = random.Random(seed)
     names, odds = [t.name for t in tenants], [t.load for t in tenants]
     drafts = []
     for _ in range(jobs):
-        pods, gpus, tier = _shape(rng, single_fraction, rack_nodes, spine_nodes)
+        pods, gpus, tier = _shape(rng, single_fraction, rack_nodes, spine_nodes, node_gpus)
         drafts.append((rng.choices(names, odds)[0], pods, gpus, tier, _duration(rng, median_duration, duration_scale)))
     work = sum(pods * gpus * duration for _, pods, gpus, _, duration in drafts)
     window = work / (overload * capacity_gpus)

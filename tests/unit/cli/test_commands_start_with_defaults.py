@@ -54,7 +54,7 @@ def _calls(tree: ast.AST) -> list[tuple[str, int]]:
 
 
 def test_the_cli_has_the_contract_commands():
-    assert {"up", "down", "cluster up", "cluster down", "platform up", "render", "validate", "catalog list",
+    assert {"up", "down", "cluster up", "cluster down", "platform up", "platform whatif", "render", "validate", "catalog list",
             "tools build"} <= set(IDS)
 
 

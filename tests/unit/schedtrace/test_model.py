@@ -125,3 +125,34 @@ def test_held_nodes_wait_for_their_gang_while_the_victims_go():
         _, pods, _ = simulate(trace, nodes(4, 4), weights, policy, seed=0)
         start[holds] = min(p.bound for p in pods if p.job == "g")
     assert start[True] <= 6.0 < start[False], start
+
+
+def test_a_queue_serves_its_higher_priority_job_first():
+    blocker = TraceJob("run", "a", 0.0, 50.0, 1, 8, None)
+    low = TraceJob("low", "a", 1.0, 10.0, 1, 8, None, priority=100)
+    high = TraceJob("high", "a", 2.0, 10.0, 1, 8, None, priority=10000)
+    _, pods, _ = simulate([blocker, low, high], nodes(1, 1), {"a": 1}, seed=0)
+    bound = {p.job: p.bound for p in pods}
+    assert bound["high"] < bound["low"], bound  # both waited for the one node; the later, higher one goes first
+    assert bound["high"] == pytest.approx(50.0 + 0.5, abs=0.6)
+
+
+def test_proportion_passes_what_a_capped_queue_cannot_use_to_the_others():
+    """proportion.go: a queue's deserved stops at its capability, and the rest is water-filled to the other
+    queues; with weights 3:1 and a's capability at 16 GPUs, b may use the other 16 of 32 (not only its 8)."""
+    trace = [TraceJob(f"{q}{i}", q, 0.0, 100.0, 1, 8, None) for q in "ab" for i in range(4)]
+    policy = ModelPolicy(capability={"a": 16})
+    _, pods, _ = simulate(trace, nodes(4, 4), {"a": 3, "b": 1}, policy, seed=0)
+    at_start = [p for p in pods if M.held(p, 1.0)]
+    assert sum(p.gpus for p in at_start if p.job.startswith("a")) == 16
+    assert sum(p.gpus for p in at_start if p.job.startswith("b")) == 16
+
+
+def test_idle_stretches_are_skipped_not_stepped_through():
+    """Nothing placed and nothing arriving or ending: the replay jumps to the next event (a day-long gap costs
+    no more than a short one) and a job arriving after it starts on the next cycle as before."""
+    trace = [TraceJob("early", "a", 0.0, 10.0, 1, 8, None), TraceJob("late", "a", 86_000.0, 10.0, 1, 8, None)]
+    _, pods, end = simulate(trace, nodes(1, 1), {"a": 1}, seed=0)
+    late = next(p for p in pods if p.job == "late")
+    assert late.bound == pytest.approx(86_000.0 + 0.5 + 0.05, abs=1e-6)  # ready at +0.2 s, next cycle at +0.5 s
+    assert end == pytest.approx(late.bound + 10.0)

@@ -3,8 +3,13 @@
 Run under torchrun with the PET_* environment the TrainJob controller injects (rendezvous at PET_MASTER_ADDR,
 the JobSet's headless-service name of node 0). Each node's first process prints `allreduce ok world_size=<N>`
 once the sum checks out, the loss per step, and `final loss <x>`.
+
+The process group times out after DIST_TIMEOUT_S (90) seconds, not gloo's 30 minutes: a rank that dies then takes
+its peers down within that time, and the pods' in-place restarts (JobSet's default `restartPolicy: OnFailure`)
+start a fresh rendezvous together, instead of the survivors waiting half an hour in a collective.
 """
 
+import datetime
 import os
 
 import torch
@@ -12,7 +17,8 @@ import torch.distributed as dist
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    timeout = datetime.timedelta(seconds=int(os.environ.get("DIST_TIMEOUT_S", "90")))
+    dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     speaker = int(os.environ.get("LOCAL_RANK", "0")) == 0
 

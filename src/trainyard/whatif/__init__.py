@@ -1,0 +1,1 @@
+"""`trainyard platform whatif`: a stack change's effect on scheduling, replayed on the model before `pulumi up`."""

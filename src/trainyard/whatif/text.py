@@ -1,0 +1,34 @@
+"""The what-if as terminal text: what changed, the side-by-side table, the jobs only one side could run (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from trainyard.whatif.compare import never_runnable_lines, table_rows
+
+
+def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    current, proposed = result["current"], result["proposed"]
+    workload = current["workload"]
+    lines = [f"what-if: {current['stack']} -> {proposed['stack']}",
+             f"workload: {workload['source']} ({workload['jobs']} jobs, seed {workload['seed']}), replayed on "
+             "trainyard's model of vc-scheduler"]
+    lines += ["scheduling changes:", *(f"  {c}" for c in changes)] if changes else ["no scheduling setting changes"]
+    rows = table_rows(result)
+    table = Table(title_justify="left")
+    for index, column in enumerate(rows[0]):
+        table.add_column(column, justify="left" if index == 0 else "right")
+    for row in rows[1:]:
+        table.add_row(*row)
+    console = Console(width=120, record=True, force_terminal=False, color_system=None)
+    with console.capture() as capture:
+        console.print(table)
+    lines.append(capture.get().rstrip("\n"))
+    lines += never_runnable_lines(result)
+    for side in ("current", "proposed"):
+        for note in result[side]["not_modelled"]:
+            lines.append(f"not modelled ({side}): {note}")
+    return "\n".join(lines) + "\n"
