@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainyard.waiting import wait_for
+
 from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (add_tenant, blocker_running, create, create_error, delete_cluster_object, podgroup, queued_blocker,
                             remove_tenant)
@@ -29,10 +31,10 @@ def trainyard(cluster, *args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def fit(cluster, tmp_path, tj: dict) -> subprocess.CompletedProcess:
+def fit(cluster, tmp_path, tj: dict, *options: str) -> subprocess.CompletedProcess:
     path = tmp_path / f"{tj['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(tj))
-    return trainyard(cluster, "fit", str(path))
+    return trainyard(cluster, "fit", str(path), *options)
 
 
 def gpu_pod(name: str, ns: str, node: str, gpus: int) -> dict:
@@ -209,7 +211,7 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
             timeout=90, what="the waiting gang's Unschedulable condition")
 
         def reported():
-            result = trainyard(cluster, "report", "--out", str(tmp_path / "report"))
+            result = trainyard(cluster, "report", "--out", str(tmp_path / "report"), "--default-run", "1200")
             assert result.returncode == 0, result.stderr
             data = json.loads((tmp_path / "report" / "report.json").read_text())
             pending = [p for p in data["pending"] if p["podgroup"] == f"{tenant.ns}/waiting"]
@@ -228,8 +230,34 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
         page = (tmp_path / "report" / "index.html").read_text()
         assert all((tmp_path / "report" / png).stat().st_size > 0 and png in page
                    for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"))
+        # start estimates: the blocker (no TrainJob, so no trainerStatus) runs the stated 1200 s in all; the waiting
+        # gang starts when it ends, and a third 2 x 8 gang (fit) after the waiting one has run its 1200 s
+        (waiting,) = [p for p in data["pending"] if p["podgroup"] == f"{tenant.ns}/waiting"]
+        minutes = estimate_minutes(waiting["estimate"], position=1, queue=tenant.queue)
+        assert 17 <= minutes <= 20, waiting
+        third = fit(cluster, tmp_path, new_trainjob("third", catalog_runtime, namespace=tenant.ns, nodes=2),
+                    "--default-run", "1200")
+        line = next(x for x in third.stdout.splitlines() if x.strip().startswith("estimate: "))
+        assert 37 <= estimate_minutes(line, position=2, queue=tenant.queue) <= 40, third.stdout
+        # the promise: the waiting gang starts as the job ahead of it ends (here: its pods and group are deleted;
+        # a group left Inqueue would keep reserving its 8 GPUs in the queue)
+        cluster.apps.delete_namespaced_replica_set("hold", tenant.ns, propagation_policy="Background")
+        cluster.custom.delete_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", tenant.ns, "podgroups", "hold")
+        started = wait_for(lambda: (pg := podgroup(cluster, "waiting", tenant.ns)) and (pg.get("status") or {}).get(
+            "phase") in ("Running", "Completed"), 90, "the waiting gang started once the blocker is gone", error=None)
+        assert started, (f"{json.dumps((podgroup(cluster, 'waiting', tenant.ns) or {}).get('status'))}\n"
+                         f"{cluster.scheduling_picture(tenant.ns)}")
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def estimate_minutes(text: str, position: int, queue: str) -> int:
+    """The minutes of `starts in about N min, position P in queue Q` (checking P and Q)."""
+    import re
+
+    found = re.search(r"starts in about (\d+) min, position (\d+) in queue (\S+?)(?:\s|\(|$)", text)
+    assert found and int(found.group(2)) == position and found.group(3) == queue, text
+    return int(found.group(1))
 
 
 def test_fit_agrees_with_what_then_happens_on_a_slice_of_the_agreement_bench(cluster, shared, idle):

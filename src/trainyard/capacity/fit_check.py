@@ -7,9 +7,10 @@ from trainyard import k8s as K
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
 
-from . import live
+from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
 from .model import nodes_from, number, pending_reason, pod_group_key, queue_uses
+from trainyard.whatif.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
 
@@ -21,8 +22,8 @@ def display_name(trainjob: dict) -> str:
     return f"{meta.get('namespace', 'default')}/{name}"
 
 
-def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
-    """The printed lines and the exit code."""
+def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAULT_RUN_S) -> tuple[list[str], int]:
+    """The printed lines and the exit code; a gang that waits gets a start estimate (`capacity.estimates`)."""
     api = live.connect(kubeconfig)
     ns = trainjob["metadata"]["namespace"]
     lines = [f"TrainJob {display_name(trainjob)}"]
@@ -69,8 +70,22 @@ def run_fit(trainjob: dict, kubeconfig: str | None) -> tuple[list[str], int]:
         lines.append(passed[check] + _queue_note(check, gang, queues))
     if final.check != "quota" and gang.in_volcano:
         lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), live.priority_values(api)))
+    code = exit_code(final)
+    if code == EXIT_WAITS and gang.in_volcano:  # above the verdict, which stays the last line
+        lines.append("  " + start_estimate(api, snap, gang, default_run_s))
     lines.append(final.line)
-    return lines, exit_code(final)
+    return lines, code
+
+
+def start_estimate(api, snap, gang, default_run_s: float) -> str:
+    """`estimate: starts in about 12 min, position 3 in queue team-a`, the gang behind every gang waiting now."""
+    from trainyard.whatif.estimate import phrase
+
+    given = live.estimate_inputs(api, snap, default_run_s)
+    extra = estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods, gang.topology,
+                                       live.priority_values(api).get(gang.priority_class or "", 0), default_run_s)
+    found = estimates.estimates(given, extra)[extra.key]
+    return f"estimate: {phrase(found)} ({estimates.ASSUMPTION.format(minutes=default_run_s / 60)})"
 
 
 def _queue_note(check: str, gang, queues) -> str:

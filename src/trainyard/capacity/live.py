@@ -80,6 +80,37 @@ def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = 
         return Snapshot(**{field_name: future.result() for field_name, future in futures.items()})
 
 
+CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps")
+
+
+def scheduler_conf(api: ApiServer) -> str:
+    """vc-scheduler's configuration text (empty when it cannot be read: the estimates then assume `proportion`)."""
+    from trainyard.queues.scheduler_config import CONFIGMAP_KEY, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+
+    try:
+        found = api.get(CONFIGMAPS, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+    except ApiError:
+        return ""
+    return ((found or {}).get("data") or {}).get(CONFIGMAP_KEY, "")
+
+
+def trainjobs(api: ApiServer) -> list[dict]:
+    """Every TrainJob (for their trainerStatus; empty when not allowed to list them)."""
+    return list_items(api, TRAINJOBS, optional=True)
+
+
+def estimate_inputs(api: ApiServer, snap: Snapshot, default_run_s: float):
+    """What the start estimates replay (`capacity.estimates.inputs`): the snapshot plus TrainJobs' trainerStatus,
+    PriorityClass values and the scheduler's queue plugin."""
+    import time
+
+    from trainyard.capacity import estimates
+
+    return estimates.inputs(nodes_from(snap.nodes, snap.pods, snap.hypernodes), snap.pods, snap.pod_groups,
+                            snap.queues, trainjobs(api), priority_values(api),
+                            estimates.queue_plugin_of(scheduler_conf(api)), time.time(), default_run_s)
+
+
 def priority_values(api: ApiServer) -> dict[str, int]:
     """PriorityClass name -> value (empty when not allowed to list them)."""
     classes = list_items(api, Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),

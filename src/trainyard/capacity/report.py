@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Mapping
 
 from trainyard.k8s import format_quantity
 
@@ -45,7 +46,9 @@ def _gpu_row(name: str, allocatable: Fraction, allocated: Fraction, free: Fracti
             "fragmented": number(fragmented)}
 
 
-def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS) -> Report:
+def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
+                 start_estimates: Mapping[str, str] | None = None) -> Report:
+    """`start_estimates`: PodGroup (namespace/name) -> its start estimate's words, shown beside each pending gang."""
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
     report = Report()
     racks: dict[str, dict] = {}
@@ -78,7 +81,8 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS) -> Report:
             "allocated": number(use.allocated.get(GPU, 0)), "inqueue": number(use.inqueue.get(GPU, 0)),
             "volcano_allocated": _gpu(use.volcano_allocated),
             "running_gangs": use.running_gangs, "pending_gangs": len(use.pending_gangs)})
-        report.pending += [{"queue": use.name, "podgroup": pg, "phase": phase, "why": reason}
+        report.pending += [{"queue": use.name, "podgroup": pg, "phase": phase, "why": reason,
+                            **({"estimate": start_estimates.get(pg)} if start_estimates is not None else {})}
                            for pg, phase, reason in use.pending_gangs]
     for quota in sorted(snap.quotas, key=lambda q: (q["metadata"].get("namespace", ""), q["metadata"]["name"])):
         hard = resources((quota.get("spec") or {}).get("hard"))
@@ -110,7 +114,8 @@ def _table(title: str, rows: list[dict], columns: list[str], limit: int | None =
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "rack", "spine", "queue", "state", "podgroup",
-                                                               "phase", "why", "namespace", "quota", "resource") else "right")
+                                                               "phase", "why", "namespace", "quota", "resource", "estimate")
+                         else "right")
     for row in shown:
         table.add_row(*["-" if row.get(c) is None else str(row.get(c)) for c in columns])
     console = Console(width=160, record=True, force_terminal=False, color_system=None)
@@ -139,8 +144,8 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
                                                   "running_gangs", "pending_gangs"]),
     ]
     if report.pending:
-        parts.append(_table("Pending gangs", report.pending, ["queue", "podgroup", "phase", "why"], limit,
-                            "pending gangs"))
+        columns = ["queue", "podgroup", "phase", "why"] + (["estimate"] if "estimate" in report.pending[0] else [])
+        parts.append(_table("Pending gangs", report.pending, columns, limit, "pending gangs"))
     if report.quotas:
         parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
                                                              "percent"], limit, "quota rows"))

@@ -40,6 +40,8 @@ def fit_command(
     namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="default: the file's, else 'default'"),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="default: $KUBECONFIG / ~/.kube/config"),
     output: str = typer.Option("text", "--output", "-o", help="text or json"),
+    default_run: float = typer.Option(3600.0, "--default-run", min=1.0, help="seconds a job runs in all when its "
+                                      "trainerStatus gives no estimate (for the start estimate of a job that waits)"),
 ) -> None:
     """Dry-run a TrainJob against the live platform: admitted? queue room? does the gang fit the free GPUs now?
 
@@ -49,7 +51,7 @@ def fit_command(
     trainjob.setdefault("metadata", {})
     trainjob["metadata"]["namespace"] = namespace or trainjob["metadata"].get("namespace") or "default"
     try:
-        lines, code = run_fit(trainjob, kubeconfig)
+        lines, code = run_fit(trainjob, kubeconfig, default_run)
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(EXIT_REFUSED)
@@ -70,26 +72,42 @@ def report_command(
     out: Optional[Path] = typer.Option(None, "--out", help="also write index.html, report.json and plots here"),
     all_rows: bool = typer.Option(False, "--all", help="print every row of every table (default: the first 25 of "
                                                        "the nodes, pending gangs and quota rows)"),
+    default_run: float = typer.Option(3600.0, "--default-run", min=1.0, help="seconds a job runs in all when its "
+                                      "trainerStatus gives no estimate (for the pending gangs' start estimates)"),
 ) -> None:
     """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas."""
     from trainyard.capacity import live
     from trainyard.capacity.report import TEXT_ROWS, build_report, render_text
 
     try:
-        snap = live.snapshot(live.connect(kubeconfig))
+        api = live.connect(kubeconfig)
+        snap = live.snapshot(api)
+        words = start_estimates(api, snap, default_run)
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(2)
     except ApiError as exc:
         typer.echo(f"Error: the API server refused a read: {_api_error(exc)}", err=True)
         raise typer.Exit(2)
-    report = build_report(snap)
+    report = build_report(snap, start_estimates=words)
     typer.echo(render_text(report, limit=None if all_rows else TEXT_ROWS))
     if out is not None:
         from trainyard.capacity.html import write_html
 
         path = write_html(report, out)
         typer.echo(f"\nwrote {path}")
+
+
+def start_estimates(api, snap, default_run_s: float) -> dict[str, str] | None:
+    """PodGroup -> its start estimate's words; None (no column) above `estimates.MOST_PENDING` waiting gangs."""
+    from trainyard.capacity import estimates
+    from trainyard.capacity.live import estimate_inputs
+    from trainyard.whatif.estimate import phrase
+
+    given = estimate_inputs(api, snap, default_run_s)
+    if not given.pending or len(given.pending) > estimates.MOST_PENDING:
+        return None
+    return {key: phrase(found) for key, found in estimates.estimates(given).items()}
 
 
 def register(app: typer.Typer) -> None:

@@ -198,9 +198,12 @@ class _Pod:
 
 
 def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Mapping[str, float],
-             policy: ModelPolicy = ModelPolicy(), seed: int = 0, horizon_s: float = 24 * 3600.0
+             policy: ModelPolicy = ModelPolicy(), seed: int = 0, horizon_s: float = 24 * 3600.0,
+             already_running: Sequence[tuple[TraceJob, Sequence[str]]] = ()
              ) -> tuple[dict[str, float], list[PodRecord], float]:
-    """(submitted times, pod records, end) of the trace replayed on the model: the shapes `RunRecord` holds."""
+    """(submitted times, pod records, end) of the trace replayed on the model: the shapes `RunRecord` holds.
+    `already_running`: jobs already placed at time 0 (each with one node per pod), ending after their `duration` (the
+    time they have left): a live cluster's state, from which the trace's jobs are to start."""
     rng = random.Random(seed)
     state = _State(nodes=list(nodes), used={n.name: 0 for n in nodes}, held_by={n.name: None for n in nodes})
     topo = _Topology(nodes)
@@ -225,6 +228,23 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         state.used[pod.node] -= pod.gpus
         allocated[pod.queue] -= pod.gpus
         return pod
+
+    for holder, placed_on in already_running:
+        if len(placed_on) != holder.pods:
+            raise ValueError(f"running job {holder.name}: {holder.pods} pods but {len(placed_on)} nodes")
+        here = _Job(holder, 0.0, placed=True)
+        jobs.append(here)
+        by_name[holder.name] = here
+        submitted[holder.name] = 0.0
+        allocated[holder.tenant] = allocated.get(holder.tenant, 0) + holder.gpus
+        for node in placed_on:
+            key = len(records)
+            state.used[node] += holder.gpus_per_pod
+            records.append(PodRecord(job=holder.name, gpus=holder.gpus_per_pod, node=node, bound=0.0,
+                                     ended=holder.duration, succeeded=True))
+            live[key] = _Pod(node, holder.gpus_per_pod, holder.tenant, holder.name, key, 0.0)
+            heapq.heappush(ends, (holder.duration, key))
+            end = max(end, holder.duration)
 
     while any(not j.placed for j in jobs) or live:
         if t > horizon_s:

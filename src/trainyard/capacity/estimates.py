@@ -1,0 +1,163 @@
+"""Start estimates for the platform's pending gangs, from the objects a snapshot lists (pure).
+
+Running gangs: bound, active GPU pods grouped by their Volcano PodGroup; each holds its nodes for what it has left
+(its TrainJob's `status.trainerStatus.estimatedRemainingSeconds` when the trainer reports it, else the stated
+default run time less what it ran). Pending gangs: PodGroups that wait (Pending/Inqueue, nothing running) in
+creation order, each run for the default time once placed. Queues: weight, GPU capability and deserved from the
+Volcano Queues; `capacity` or `proportion` as the scheduler configuration names it. The model
+(`trainyard.whatif.estimate`) replays them forward.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Mapping
+
+from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, is_active, meta, pod_resources, resources
+from trainyard.capacity.reservation import WAITING_PHASES
+from trainyard.schedtrace.model import ModelNode, ModelPolicy
+from trainyard.timestamps import parse_time
+from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate, estimate_starts,
+                                       remaining_time)
+
+NO_RACK = "-"
+ASSUMPTION = ("if nothing else arrives; running jobs end as their trainerStatus says, else after {minutes:.0f} min in "
+              "all, and each waiting job runs that long")
+MOST_PENDING = 2000
+"""Above this many waiting gangs the report leaves the estimates out (each replays every gang ahead of it)."""
+
+
+@dataclass(frozen=True)
+class EstimateInputs:
+    nodes: list[ModelNode]
+    running: list[RunningGang]
+    pending: list[PendingGang]
+    weights: dict[str, float]
+    policy: ModelPolicy
+
+
+def group_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def trainer_remaining(trainjobs: Iterable[dict]) -> dict[str, float]:
+    """namespace/name -> the trainer's own estimate of the seconds left (TrainJobs that report one)."""
+    out = {}
+    for job in trainjobs:
+        status = ((job.get("status") or {}).get("trainerStatus") or {})
+        if status.get("estimatedRemainingSeconds") is not None:
+            out[group_key(meta(job).get("namespace", ""), meta(job).get("name", ""))] = float(
+                status["estimatedRemainingSeconds"])
+    return out
+
+
+def _gpus(value: Fraction) -> int:
+    return math.ceil(value)
+
+
+def running_gangs(pods: Iterable[dict], remaining: Mapping[str, float], now_s: float,
+                  default_run_s: float = DEFAULT_RUN_S, queue_of: Mapping[str, str] | None = None) -> list[RunningGang]:
+    """Bound, active GPU pods by PodGroup (a pod without one is a gang of its own in no queue)."""
+    pods_by: dict[str, list[tuple[str, int]]] = {}
+    started: dict[str, float] = {}
+    for pod in pods:
+        gpus = pod_resources(pod).get(GPU, Fraction(0))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if gpus <= 0 or not node or not is_active(pod):
+            continue
+        namespace = meta(pod).get("namespace", "")
+        group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
+        key = group_key(namespace, group) if group else f"pod:{namespace}/{meta(pod).get('name', '')}"
+        pods_by.setdefault(key, []).append((node, _gpus(gpus)))
+        start = (pod.get("status") or {}).get("startTime")
+        if start:
+            started[key] = min(started.get(key, now_s), parse_time(start).timestamp())
+    queues = queue_of or {}
+    return [RunningGang(key, queues.get(key, ""), tuple(held),
+                        remaining_time(remaining.get(key), now_s - started.get(key, now_s), default_run_s))
+            for key, held in sorted(pods_by.items())]
+
+
+def pending_gangs(pod_groups: Iterable[dict], priorities: Mapping[str, int],
+                  default_run_s: float = DEFAULT_RUN_S) -> list[PendingGang]:
+    """PodGroups that wait for GPUs with nothing running, oldest first."""
+    waiting = []
+    for group in pod_groups:
+        spec, status = group.get("spec") or {}, group.get("status") or {}
+        pods = int(spec.get("minMember") or 1)
+        gpus = resources(spec.get("minResources")).get(GPU, Fraction(0))
+        if gpus <= 0 or status.get("phase", "") not in WAITING_PHASES or int(status.get("running") or 0):
+            continue
+        topology = spec.get("networkTopology") or {}
+        tier = topology.get("highestTierAllowed") if topology.get("mode", "hard") == "hard" else None
+        gang = PendingGang(group_key(meta(group).get("namespace", ""), meta(group).get("name", "")),
+                           spec.get("queue") or "default", pods, _gpus(gpus / pods), int(tier) if tier else None,
+                           priorities.get(spec.get("priorityClassName") or "", 0), default_run_s)
+        waiting.append((meta(group).get("creationTimestamp") or "", gang.key, gang))
+    return [gang for _, _, gang in sorted(waiting, key=lambda w: (w[0], w[1]))]
+
+
+def queue_plugin_of(scheduler_conf: str) -> str:
+    """`capacity` when the scheduler configuration names that plugin, else `proportion` (trainyard's default)."""
+    import yaml
+
+    try:
+        conf = yaml.safe_load(scheduler_conf) or {}
+    except yaml.YAMLError:
+        return "proportion"
+    names = {plugin.get("name") for tier in conf.get("tiers") or [] for plugin in tier.get("plugins") or []}
+    return "capacity" if "capacity" in names else "proportion"
+
+
+def queue_policy(queues: Iterable[dict], queue_plugin: str) -> tuple[dict[str, float], ModelPolicy]:
+    """Weights and the model's queue rules from the Volcano Queues (`root` left out)."""
+    weights: dict[str, float] = {}
+    capability: dict[str, int] = {}
+    deserved: dict[str, int] = {}
+    for queue in queues:
+        name, spec = meta(queue).get("name", ""), queue.get("spec") or {}
+        if name == "root":
+            continue
+        weights[name] = float(spec.get("weight") or 1)
+        cap = resources(spec.get("capability")).get(GPU)
+        if cap is not None:
+            capability[name] = math.floor(cap)
+        owed = resources(spec.get("deserved")).get(GPU)
+        if owed is not None:
+            deserved[name] = math.floor(owed)
+    if queue_plugin == "capacity":
+        return weights, ModelPolicy(queue_plugin="capacity", capability=capability, deserved=deserved)
+    return weights, ModelPolicy(capability=capability)
+
+
+def model_nodes(nodes: Iterable[Node]) -> list[ModelNode]:
+    return [ModelNode(n.name, n.rack or NO_RACK, n.spine or NO_RACK, math.floor(n.allocatable.get(GPU, Fraction(0))))
+            for n in nodes if n.schedulable and n.allocatable.get(GPU, Fraction(0)) >= 1]
+
+
+def inputs(nodes: Iterable[Node], pods: Iterable[dict], pod_groups: list[dict], queues: Iterable[dict],
+           trainjobs: Iterable[dict], priorities: Mapping[str, int], queue_plugin: str, now_s: float,
+           default_run_s: float = DEFAULT_RUN_S) -> EstimateInputs:
+    queue_of = {group_key(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue")
+                or "default" for g in pod_groups}
+    weights, policy = queue_policy(queues, queue_plugin)
+    return EstimateInputs(model_nodes(nodes),
+                          running_gangs(pods, trainer_remaining(trainjobs), now_s, default_run_s, queue_of),
+                          pending_gangs(pod_groups, priorities, default_run_s), weights, policy)
+
+
+def estimates(given: EstimateInputs, extra: PendingGang | None = None) -> dict[str, StartEstimate]:
+    """Every pending gang's estimate; `extra` (a job not created yet, for `fit`) waits behind them all."""
+    pending = given.pending + ([extra] if extra is not None else [])
+    return estimate_starts(given.nodes, given.running, pending, given.weights, given.policy)
+
+
+def gang_to_estimate(namespace: str, name: str, queue: str | None, pods: list[dict], topology: dict | None,
+                     priority: int, default_run_s: float = DEFAULT_RUN_S) -> PendingGang:
+    """A gang not created yet (`trainyard fit`), as the estimator takes it: its pods' largest GPU request each."""
+    per_pod = max((_gpus(p.get(GPU, Fraction(0))) for p in pods), default=0)
+    tier = (topology or {}).get("highestTierAllowed") if (topology or {}).get("mode", "hard") == "hard" else None
+    return PendingGang(group_key(namespace, name), queue or "default", len(pods), per_pod,
+                       int(tier) if tier else None, priority, default_run_s)
