@@ -125,6 +125,16 @@ def test_fit_waits_on_queue_capability(cluster, shared, catalog_runtime, idle, t
         assert waits.stdout.strip().splitlines()[-1] == \
             f"waits: queue {tenant.queue} capability {GPU} 16, allocated 8, this job needs 16"
         assert "ok: quota" in waits.stdout
+        # --explain: each suggestion passed fit's checks; the first is then tried for real
+        told = fit(cluster, tmp_path, new_trainjob("q", catalog_runtime, namespace=tenant.ns, nodes=2), "--explain")
+        assert told.returncode == 1, told.stdout + told.stderr
+        after = told.stdout.split("changes that make it fit now:\n", 1)[1].splitlines()
+        assert after[0].startswith("  - numNodes 1 instead of 2: fits now: gpu-node-"), told.stdout
+        assert after[1].startswith(f"  - after {tenant.ns}/hold ends (about "), told.stdout
+        create(cluster, new_trainjob("one", catalog_runtime, namespace=tenant.ns, nodes=1), as_user=tenant.user)
+        started = wait_for(lambda: (pg := podgroup(cluster, "one", tenant.ns)) and (pg.get("status") or {}).get(
+            "phase") in ("Running", "Completed"), 90, "the suggested one-node job started", error=None)
+        assert started, cluster.scheduling_picture(tenant.ns)
     finally:
         remove_tenant(cluster, tenant.spec)
 

@@ -9,7 +9,7 @@ from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
-from .model import nodes_from, number, pending_reason, pod_group_key, queue_uses
+from .model import Node, QueueUse, nodes_from, number, pending_reason, pod_group_key, queue_uses
 from trainyard.whatif.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
@@ -22,8 +22,10 @@ def display_name(trainjob: dict) -> str:
     return f"{meta.get('namespace', 'default')}/{name}"
 
 
-def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAULT_RUN_S) -> tuple[list[str], int]:
-    """The printed lines and the exit code; a gang that waits gets a start estimate (`capacity.estimates`)."""
+def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAULT_RUN_S,
+            explain: bool = False) -> tuple[list[str], int]:
+    """The printed lines and the exit code; a gang that waits gets a start estimate (`capacity.estimates`), and with
+    `explain` one that waits or can never start the smallest changes that make it fit (`capacity.explain`)."""
     api = live.connect(kubeconfig)
     ns = trainjob["metadata"]["namespace"]
     lines = [f"TrainJob {display_name(trainjob)}"]
@@ -47,7 +49,11 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
     snap = live.snapshot(api, ns)
     never = check_quota(gang, snap.quotas)
     if never is not None and never.outcome == REFUSED:  # admission refuses it at create in these words
-        return lines + [gang_line, never.line], exit_code(never)
+        told = lines + [gang_line, never.line]
+        if explain:
+            nodes, queues = capacity_of(snap)
+            told += explanation(api, snap, gang, nodes, queues, default_run_s)
+        return told, exit_code(never)
     refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
     if refusal:
         return lines + [f"refused: the API server: {refusal}"], EXIT_REFUSED
@@ -58,9 +64,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
     lines.append(gang_line)
-    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
-    queues = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
-    nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
+    nodes, queues = capacity_of(snap)
     verdicts = fit(gang, snap.quotas, queues, nodes)
     final = verdicts[-1]
     passed = {"quota": "ok: quota", "queue": "ok: queue"}
@@ -74,7 +78,43 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
     if code == EXIT_WAITS and gang.in_volcano:  # above the verdict, which stays the last line
         lines.append("  " + start_estimate(api, snap, gang, default_run_s))
     lines.append(final.line)
+    if explain and code != EXIT_FITS:
+        lines += explanation(api, snap, gang, nodes, queues, default_run_s)
     return lines, code
+
+
+def capacity_of(snap: live.Snapshot) -> tuple[list[Node], dict[str, QueueUse]]:
+    """(nodes with what their pods use, queues with their use and why their gangs wait) of a snapshot."""
+    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
+    return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
+
+
+def explanation(api, snap, gang, nodes, queues, default_run_s: float) -> list[str]:
+    """`fit --explain`: the changes that fit now (checked by fit's own checks), then granted priority classes that
+    move the gang up its queue (checked by the start-estimate model)."""
+    from trainyard.capacity import explain
+    from trainyard.whatif.estimate import duration_words, phrase
+
+    given = live.estimate_inputs(api, snap, default_run_s)
+    remaining = {g.key: g.remaining_s for g in given.running}
+    queue_of = {f"{k[0]}/{k[1]}": (g.get("spec") or {}).get("queue") or "default"
+                for g in snap.pod_groups for k in [pod_group_key(g)]}
+    running = explain.holders(snap.pods, queue_of, remaining)
+    found = explain.explain(gang, snap.quotas, queues, nodes, running, duration_words)
+    out = ["changes that make it fit now:" if found else "no single change makes it fit now (fewer nodes, a wider "
+           "topology tier, or the end of up to three running jobs)"]
+    out += [f"  - {line}" for line in found]
+    values = live.priority_values(api)
+    namespace = next(iter(live.namespace_object(api, gang.namespace)), {})
+    granted = [c for c in ((namespace.get("metadata") or {}).get("annotations") or {}).get(
+        K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION, "").split(",") if c]
+    if gang.in_volcano:
+        for name in explain.higher_priorities(gang.priority_class, granted, values):
+            extra = estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods,
+                                               gang.topology, values.get(name, 0), default_run_s)
+            out.append(f"  - priority class {name} (granted to {gang.namespace}): "
+                       f"{phrase(estimates.estimates(given, extra)[extra.key])}")
+    return out
 
 
 def start_estimate(api, snap, gang, default_run_s: float) -> str:

@@ -42,6 +42,9 @@ def fit_command(
     output: str = typer.Option("text", "--output", "-o", help="text or json"),
     default_run: float = typer.Option(3600.0, "--default-run", min=1.0, help="seconds a job runs in all when its "
                                       "trainerStatus gives no estimate (for the start estimate of a job that waits)"),
+    explain: bool = typer.Option(False, "--explain", help="for a job that waits or can never start: the smallest "
+                                 "changes that make it fit now (fewer nodes, a wider topology tier, after which "
+                                 "running jobs end; higher granted priority classes)"),
 ) -> None:
     """Dry-run a TrainJob against the live platform: admitted? queue room? does the gang fit the free GPUs now?
 
@@ -51,7 +54,7 @@ def fit_command(
     trainjob.setdefault("metadata", {})
     trainjob["metadata"]["namespace"] = namespace or trainjob["metadata"].get("namespace") or "default"
     try:
-        lines, code = run_fit(trainjob, kubeconfig, default_run)
+        lines, code = run_fit(trainjob, kubeconfig, default_run, explain)
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(EXIT_REFUSED)
@@ -104,10 +107,9 @@ def start_estimates(api, snap, default_run_s: float) -> dict[str, str] | None:
     from trainyard.capacity.live import estimate_inputs
     from trainyard.whatif.estimate import phrase
 
-    given = estimate_inputs(api, snap, default_run_s)
-    if not given.pending or len(given.pending) > estimates.MOST_PENDING:
-        return None
-    return {key: phrase(found) for key, found in estimates.estimates(given).items()}
+    if not 0 < len(estimates.pending_gangs(snap.pod_groups, {})) <= estimates.MOST_PENDING:
+        return None  # decided before listing every TrainJob: at 10,000 of them that list alone takes seconds
+    return {key: phrase(found) for key, found in estimates.estimates(estimate_inputs(api, snap, default_run_s)).items()}
 
 
 def register(app: typer.Typer) -> None:

@@ -1,15 +1,17 @@
 """A fast model of vc-scheduler with trainyard's generated configuration, replaying a trace (pure).
 
 It steps Volcano's session every `cycle_s` seconds and follows its `allocate` action as v1.14.1 does with the
-`gang` profile: queues are served lowest share first (allocated / deserved); `proportion` water-fills each
-queue's deserved share against its request (allocated + every pending pod, `proportion.go`) and refuses a job
-that would take its queue beyond it, `capacity` only beyond the queue's capability (elastic); a gang binds whole
+`gang` profile: queues are served lowest share first (allocated / deserved), each queue's jobs highest priority
+first (`priority`), then oldest; `proportion` water-fills each queue's deserved share against its request
+(allocated + every pending pod, at most its capability, `proportion.go`) and refuses a job that would take its
+queue beyond it, `capacity` only beyond the queue's capability (elastic); a gang binds whole
 or not at all; a hard-topology gang tries every rack, then (tier 2) every spine, and takes the candidate the
 HyperNode binpack score likes best (the fullest that fits); a pod goes to the node that `binpack` (GPUs) plus
 the HyperNode binpack for normal pods (rack, spine faded 0.8) score highest, ties broken by a seeded draw as
 Volcano picks at random among equals. Optionally trainyard's gang reservation (`capacity.reservation`) holds
 nodes as `capacity.reserver` does, or its gang-aware reclaim (`capacity.reclaim`) evicts as `capacity.reclaimer`
-does. It returns the same records a real replay does (`metrics.PodRecord`), so
+does. Stretches where nothing can change (no arrival, no end, no reservation or reclaim timer) are skipped, not
+stepped through. It returns the same records a real replay does (`metrics.PodRecord`), so
 `summary.summarize` computes the same figures from both: what `bench/scheduling_trace.py --model` calibrates.
 """
 
