@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Iterable, Mapping, Sequence
 
-from trainyard.capacity.fit import FITS, Gang, Verdict, fit
+from trainyard.capacity.fit import FITS, WAITS, Gang, Verdict, fit
 from trainyard.k8s import parse_quantity
 from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, QueueUse, Resources, is_active, meta, pod_resources
 
@@ -150,6 +150,12 @@ def _after(quotas, queues, nodes, gone) -> tuple[list[dict], dict[str, QueueUse]
 
 def _left(holder: Holder, words: Callable[[float], str]) -> str:
     return "time left unknown" if holder.remaining_s == float("inf") else f"about {words(holder.remaining_s)} left"
+
+
+def priority_can_help(verdict: Verdict) -> bool:
+    """Whether a higher priority class can bring the start closer: it orders a queue's gangs, so only for a job that
+    waits, and not on a namespace quota (every pod that exists counts against it, whatever its priority)."""
+    return verdict.outcome == WAITS and verdict.check != "quota"
 
 
 def higher_priorities(current: str | None, granted: Sequence[str], values: Mapping[str, int]) -> list[str]:

@@ -52,7 +52,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         told = lines + [gang_line, never.line]
         if explain:
             nodes, queues = capacity_of(snap)
-            told += explanation(api, snap, gang, nodes, queues, default_run_s)
+            told += explanation(api, snap, gang, nodes, queues, default_run_s, never)
         return told, exit_code(never)
     refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
     if refusal:
@@ -79,7 +79,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         lines.append("  " + start_estimate(api, snap, gang, default_run_s))
     lines.append(final.line)
     if explain and code != EXIT_FITS:
-        lines += explanation(api, snap, gang, nodes, queues, default_run_s)
+        lines += explanation(api, snap, gang, nodes, queues, default_run_s, final)
     return lines, code
 
 
@@ -89,7 +89,7 @@ def capacity_of(snap: live.Snapshot) -> tuple[list[Node], dict[str, QueueUse]]:
     return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
 
 
-def explanation(api, snap, gang, nodes, queues, default_run_s: float) -> list[str]:
+def explanation(api, snap, gang, nodes, queues, default_run_s: float, verdict) -> list[str]:
     """`fit --explain`: the changes that fit now (checked by fit's own checks), then granted priority classes that
     move the gang up its queue (checked by the start-estimate model)."""
     from trainyard.capacity import explain
@@ -108,7 +108,7 @@ def explanation(api, snap, gang, nodes, queues, default_run_s: float) -> list[st
     namespace = next(iter(live.namespace_object(api, gang.namespace)), {})
     granted = [c for c in ((namespace.get("metadata") or {}).get("annotations") or {}).get(
         K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION, "").split(",") if c]
-    if gang.in_volcano:
+    if gang.in_volcano and explain.priority_can_help(verdict):
         for name in explain.higher_priorities(gang.priority_class, granted, values):
             extra = estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods,
                                                gang.topology, values.get(name, 0), default_run_s)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
 from trainyard.capacity import explain as X
-from trainyard.capacity.fit import FITS, fit, gang_from_objects
+from trainyard.capacity.fit import FITS, REFUSED, WAITS, Verdict, fit, gang_from_objects
 from trainyard.capacity.model import nodes_from, queue_uses
 
 from capacity_builders import FOUR, GPU, built, pod, pod_group, queue, quota
@@ -88,3 +90,13 @@ def test_explain_lists_what_passes_and_higher_priorities_rank_above_the_gangs_ow
     values = {"low": 100, "default": 1000, "high": 10000, "urgent": 20000}
     assert X.higher_priorities("default", ["low", "high", "urgent", "default"], values) == ["urgent", "high"]
     assert X.higher_priorities(None, ["low"], values) == ["low"]
+
+
+@pytest.mark.parametrize("outcome, check, helps", [(WAITS, "queue", True), (WAITS, "fragmentation", True),
+                                                    (WAITS, "topology", True), (WAITS, "cluster", True),
+                                                    (WAITS, "quota", False), (REFUSED, "cluster", False),
+                                                    (REFUSED, "node size", False), (REFUSED, "quota", False)])
+def test_a_priority_is_offered_only_where_queue_order_matters(outcome, check, helps):
+    """A quota counts every pod that exists, whatever its priority: offering a class there promised a start the
+    quota forbids (seen on a fresh make up: 'training-high: starts now' for a job blocked by team-a's quota)."""
+    assert X.priority_can_help(Verdict(outcome, check, "")) is helps
