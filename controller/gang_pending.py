@@ -99,7 +99,23 @@ def waiting(group: dict) -> dict | None:
         return None
     conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)
                   and c.get("type") == UNSCHEDULABLE and c.get("status") == "True"]
-    return max(conditions, key=lambda c: str(c.get("lastTransitionTime") or "")) if conditions else None
+    if conditions:
+        return max(conditions, key=lambda c: str(c.get("lastTransitionTime") or ""))
+    if status.get("phase") == "Pending" and not status.get("conditions"):
+        return not_admitted_condition(group)
+    return None
+
+
+NOT_ADMITTED_REASON = "NotAdmitted"
+
+
+def not_admitted_condition(group: dict) -> dict:
+    """What stands for the condition of a gang Volcano keeps out of its queue before any of its pods exists (a
+    tenant gang, whose JobSet waits suspended): Volcano's gang plugin sets no condition on a group without pods,
+    and says why only in the group's events (`enqueue_cause`). Dated from the group's creation."""
+    return {"type": UNSCHEDULABLE, "status": "True", "reason": NOT_ADMITTED_REASON,
+            "message": "no pod is created until Volcano admits the whole gang into its queue",
+            "lastTransitionTime": K.mapping(group.get("metadata")).get("creationTimestamp") or ""}
 
 
 def gang_pending(pod_groups: Iterable[dict], events: Iterable[dict] = ()) -> GangPending | None:

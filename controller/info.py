@@ -52,6 +52,7 @@ class RuntimeInfo:
     mpi_slots: int = 1
     staged_jobs: frozenset = frozenset()  # replicated jobs that finish before the gang starts (not its members)
     staged_pod_annotations: dict = field(default_factory=dict)  # what their pods carry instead of the group's
+    awaiting_admission: bool = False  # tenant gang not yet admitted by Volcano: its JobSet stays suspended
 
     @property
     def name(self) -> str:

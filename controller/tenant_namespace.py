@@ -20,6 +20,11 @@ trainyard adds, without changing any upstream field:
   `podGroupPolicy` gets `podGroupPolicy.volcano: {}` (`tenant_pod_group_policy`) and every pod template
   `schedulerName: volcano`; a coscheduling runtime is refused (its scheduler cannot honour the queue).
   So priority acts only inside Volcano's queue rules, never through kube-scheduler preemption;
+- a tenant gang's JobSet is created suspended and resumed only once Volcano has admitted its PodGroup into
+  the queue (phase Inqueue or later, `gang_admitted`), as Volcano's own vcjob controller creates pods only
+  then. Upstream creates the JobSet running, so pods are created before admission, and a ResourceQuota
+  counts every pod that exists, scheduled or not: two gangs submitted together under a GPU quota equal to
+  the queue's capability each got some pods created before the quota filled, and both waited for ever;
 - a Failed TrainJob's Volcano PodGroup is deleted (`failed_pod_group`): Volcano keeps an enqueued PodGroup
   Inqueue after its pods failed or were deleted (a deadline), and an Inqueue group reserves its minResources
   in the queue, so one failed gang would hold the tenant's capability until someone deleted the TrainJob
@@ -233,3 +238,15 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
                                          f"was not granted; select a granted class with the label "
                                          f"{K.PRIORITY_CLASS_LABEL} ({_supported(allowed)})", name))
     return errors
+
+
+# PodGroup phases before Volcano's enqueue action admitted the gang ("": Volcano has not seen it yet).
+NOT_ADMITTED_PHASES = ("", "Pending")
+
+
+def gang_admitted(pod_group: dict | None) -> bool:
+    """Whether Volcano admitted the gang into its queue: its queue capability (and the cluster) had room for
+    the whole group's minResources, so creating its pods cannot leave part of the gang holding the quota."""
+    phase = K.mapping(K.mapping(pod_group).get("status")).get("phase") or ""
+    return pod_group is not None and phase not in NOT_ADMITTED_PHASES
+

@@ -124,7 +124,7 @@ def build_jobset(info: RuntimeInfo) -> dict:
     apply_initializers(info)
     apply_trainer(info)
     apply_scheduler_metadata(info)
-    info.spec["suspend"] = bool(info.trainjob["spec"].get("suspend", False))
+    info.spec["suspend"] = bool(info.trainjob["spec"].get("suspend", False)) or info.awaiting_admission
     mirror_extended_limits(info.spec)
     apply_webhook_defaults(info.spec)
     metadata: dict = {"name": info.name, "namespace": k8s.namespace_of(info.trainjob)}

@@ -12,6 +12,10 @@ and Volcano runs no member before minMember pods exist, so such a TrainJob never
 whenever a runtime has both; in a tenant namespace every runtime is a Volcano gang). There the staged jobs are
 left out of the gang: not counted in minMember/minResources, no group name; their pods carry the tenant's queue,
 so Volcano gives each its own one-pod group in that queue, and the gang is exactly the pods that run together.
+
+Admission: in a tenant namespace the JobSet stays suspended until Volcano's enqueue action admits the PodGroup
+(`tenant_namespace.gang_admitted`), so no pod exists, and counts against the namespace's ResourceQuota, before
+the whole gang has room in the queue.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from trainyard import k8s as K
 from .. import k8s
 from ..info import RuntimeInfo
-from ..tenant_namespace import namespace_policy, selected_priority_class
+from ..tenant_namespace import gang_admitted, namespace_policy, selected_priority_class
 from .framework import Context
 
 
@@ -51,10 +55,15 @@ def staged_jobs(jobset_spec: dict) -> frozenset[str]:
 
 
 def build(info: RuntimeInfo, ctx: Context) -> None:
-    """A Volcano PodGroup whose runtime and TrainJob name no queue gets the namespace's queue."""
+    """A Volcano PodGroup whose runtime and TrainJob name no queue gets the namespace's queue, and the JobSet
+    waits suspended until Volcano admits the gang (`tenant_namespace.gang_admitted`)."""
     queue = namespace_policy(info.trainjob, info.existing).queue
     if queue is None:
         return
     for group in info.pod_groups:
         if group["apiVersion"] == K.VOLCANO_API_VERSION and "queue" not in group["spec"]:
             group["spec"]["queue"] = queue
+    if "volcano" in (info.pod_group_policy or {}):
+        existing = k8s.find_object(info.existing, "PodGroup", info.name, k8s.namespace_of(info.trainjob),
+                                   api_group=K.VOLCANO_API_VERSION.rpartition("/")[0])
+        info.awaiting_admission = not gang_admitted(existing)

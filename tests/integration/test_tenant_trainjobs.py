@@ -13,7 +13,7 @@ from trainyard.cluster.local import ClusterError
 
 from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (FAILED, PRIORITY_LABEL, QUEUE_ANNOTATION, add_tenant, blocker_running, condition, create,
-                            create_error, delete_cluster_object, get_trainjob, podgroup, priority_class,
+                            create_error, delete_cluster_object, get_trainjob, jobset, podgroup, priority_class,
                             queued_blocker, remove_tenant)
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
         cluster, shared, classes, catalog_runtime):
     """Queue capability 8 GPUs, held by a running gang; a default job then a training-high job wait. The gang
     profile has no preempt action, so nothing is evicted; once the queue frees up the high one goes first."""
-    tenant = tenant_with(cluster, classes, gpus=24, queue_gpus=8)  # quota counts pending pods too
+    tenant = tenant_with(cluster, classes, gpus=24, queue_gpus=8)
     try:
         cluster.apply(*queued_blocker(tenant, "hold", priority=classes["default"]))
         blocker_running(cluster, tenant.ns, "hold")
@@ -98,19 +98,21 @@ def test_priority_label_puts_a_granted_class_on_pods_and_podgroup_and_volcano_ru
         high_pg = cluster.wait(lambda: podgroup(cluster, "high", tenant.ns), what="the high PodGroup")
         assert high_pg["spec"]["priorityClassName"] == classes["high"]
         assert podgroup(cluster, "low", tenant.ns)["spec"]["priorityClassName"] == classes["default"]
-        waiting = cluster.wait(lambda: len(pods(cluster, tenant.ns, "low")) == 1 and pods(cluster, tenant.ns, "high"),
-                               what="both gangs' pods created")
-        assert {p.spec.priority_class_name for p in waiting} == {classes["high"]}
-        assert waiting[0].spec.priority == 10000
+        cluster.wait(lambda: all((podgroup(cluster, n, tenant.ns).get("status") or {}).get("phase") == "Pending"
+                                 for n in ("low", "high")), what="both gangs kept out of the full queue")
         cluster.wait_scheduler_cycles(5)  # no preemption in the gang profile: after several sessions both wait
         assert blocker_running(cluster, tenant.ns, "hold")
-        assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low") + pods(cluster, tenant.ns, "high"))
+        for name in ("low", "high"):  # not admitted: no pod exists yet (tenant gangs' JobSets wait suspended)
+            assert jobset(cluster, name, tenant.ns)["spec"]["suspend"] is True
+            assert pods(cluster, tenant.ns, name) == []
 
         cluster.kubectl("delete", "replicaset,podgroups.scheduling.volcano.sh", "hold", "-n", tenant.ns)
         cluster.kubectl("delete", "pod", "-l", "blocker=hold", "-n", tenant.ns, "--grace-period=0",
                         "--force")  # the running gang ends: the queue frees up
-        cluster.wait(lambda: any(p.spec.node_name for p in pods(cluster, tenant.ns, "high")), interval=0.2,
-                     what="the training-high gang bound")
+        bound = cluster.wait(lambda: [p for p in pods(cluster, tenant.ns, "high") if p.spec.node_name], interval=0.2,
+                             what="the training-high gang bound")
+        assert {p.spec.priority_class_name for p in bound} == {classes["high"]}
+        assert bound[0].spec.priority == 10000
         assert not any(p.spec.node_name for p in pods(cluster, tenant.ns, "low")), "the default gang went first"
         cluster.wait(lambda: (c := condition(get_trainjob(cluster, "low", tenant.ns), "Complete")) and c["status"] == "True",
                      timeout=120, what="the default gang to run after the high one")
@@ -197,5 +199,53 @@ def test_a_failed_trainjobs_gang_stops_holding_the_tenants_queue(cluster, shared
         done = cluster.wait(lambda: (c := condition(get_trainjob(cluster, "next", tenant.ns), "Complete"))
                             and c["status"] == "True", timeout=120, what="the next 16-GPU gang of the queue to run")
         assert done
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def test_two_gangs_submitted_together_under_a_quota_equal_to_the_capability_both_run(cluster, shared, classes,
+                                                                                    catalog_runtime):
+    """Found on a fresh `make up`: two 2x8-GPU TrainJobs created together in a tenant whose GPU quota equals its queue
+    capability (16) each got ONE pod created before the ResourceQuota was full (it counts pods that exist, scheduled
+    or not), and both gangs waited for ever. A tenant gang's JobSet now waits suspended until Volcano admits its
+    PodGroup. Here both are submitted while two 8-GPU blockers hold the queue and the quota: both wait without a pod,
+    each TrainJob says why; once the blockers go, both run, one after the other."""
+    tenant = tenant_with(cluster, classes)
+    names = ("first", "second")
+    try:
+        for hold in ("hold-a", "hold-b"):  # 8 GPUs each: a node has 8
+            cluster.apply(*queued_blocker(tenant, hold))
+            blocker_running(cluster, tenant.ns, hold)
+        for name in names:
+            create(cluster, new_trainjob(name, catalog_runtime, namespace=tenant.ns, nodes=2), as_user=tenant.user)
+
+        def told_why(name: str) -> list[str]:
+            events = cluster.core.list_namespaced_event(tenant.ns, field_selector=f"involvedObject.name={name}").items
+            return [e.message for e in events if e.reason == "TrainJobGangPending" and e.involved_object.kind == "TrainJob"
+                    and "queue resource quota insufficient" in e.message]
+
+        for name in names:
+            said = cluster.wait(lambda: told_why(name), timeout=60, what=f"{name}: the event saying why it waits")
+            assert f"gang waits to enter queue {tenant.queue}" in said[0]
+            assert (podgroup(cluster, name, tenant.ns).get("status") or {}).get("phase") == "Pending"
+            assert jobset(cluster, name, tenant.ns)["spec"]["suspend"] is True
+            assert pods(cluster, tenant.ns, name) == [], f"{name} has pods before Volcano admitted its gang"
+        cluster.kubectl("delete", "replicaset,podgroup", "hold-a", "hold-b", "-n", tenant.ns, "--wait=false")
+
+        def invariant_then_done() -> bool:
+            """On every poll: a gang Volcano has not admitted has a suspended JobSet and no pod."""
+            finished = 0
+            for name in names:
+                phase = ((podgroup(cluster, name, tenant.ns) or {}).get("status") or {}).get("phase", "")
+                if phase in ("", "Pending"):
+                    assert jobset(cluster, name, tenant.ns)["spec"].get("suspend") is True, (name, phase)
+                    assert pods(cluster, tenant.ns, name) == [], f"{name} has pods before Volcano admitted it"
+                done = condition(get_trainjob(cluster, name, tenant.ns), "Complete")
+                finished += bool(done and done["status"] == "True")
+            return finished == len(names)
+
+        cluster.wait(invariant_then_done, timeout=180, interval=1, what="both gangs to complete, one after the other")
+        for name in names:
+            assert condition(get_trainjob(cluster, name, tenant.ns), FAILED) is None
     finally:
         remove_tenant(cluster, tenant.spec)

@@ -17,6 +17,7 @@ OWNER = [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "na
 SUMMARY = "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable"
 QUOTA = "queue resource quota insufficient: insufficient nvidia.com/gpu"
 T0 = "2026-01-01T00:00:00Z"
+NOT_ADMITTED = "no pod is created until Volcano admits the whole gang into its queue"
 
 
 def unschedulable(message=SUMMARY, status="True", when=T0, reason="NotEnoughResources"):
@@ -30,7 +31,8 @@ def pod_group(phase="Pending", conditions=(), running=0, min_member=2, queue="te
     if running:
         status["running"] = running
     return {"apiVersion": api_version, "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": "ns", "uid": "pg-uid", "ownerReferences": OWNER},
+            "metadata": {"name": name, "namespace": "ns", "uid": "pg-uid", "ownerReferences": OWNER,
+                         "creationTimestamp": T0},
             "spec": {"minMember": min_member, "queue": queue}, "status": status}
 
 
@@ -41,7 +43,11 @@ def pg_event(message, reason="Unschedulable", name="tj", when=T0, uid="pg-uid"):
 
 @pytest.mark.parametrize("groups,events,expected", [
     ([], [], None),
-    ([pod_group(conditions=[])], [], None),
+    ([pod_group(phase="", conditions=[])], [], None),  # Volcano has not seen it yet
+    ([pod_group(phase="Inqueue", conditions=[])], [], None),
+    # Pending without pods (a tenant gang's JobSet waits suspended): no condition, Volcano says why only in events
+    ([pod_group(conditions=[])], [pg_event(QUOTA)],
+     GangPending("tj", "team-a", "Pending", "NotAdmitted", NOT_ADMITTED, QUOTA, T0)),
     ([pod_group(conditions=[unschedulable(status="False")])], [], None),
     ([pod_group(phase="Running", conditions=[unschedulable()])], [], None),
     ([pod_group(phase="Completed", conditions=[unschedulable()])], [], None),
@@ -64,7 +70,7 @@ def pg_event(message, reason="Unschedulable", name="tj", when=T0, uid="pg-uid"):
                                              unschedulable("newer", when="2026-01-01T00:00:05Z")])],
      [pg_event(QUOTA)], GangPending("tj", "team-a", "Inqueue", "NotEnoughResources", "newer", "",
                                     "2026-01-01T00:00:05Z")),
-], ids=["none", "no-condition", "condition-false", "running", "completed", "all-running", "coscheduling",
+], ids=["none", "unseen", "inqueue-no-condition", "pending-no-pods", "condition-false", "running", "completed", "all-running", "coscheduling",
         "pending-quota", "pending-recent-events", "pending-no-event", "inqueue"])
 def test_gang_pending_verdict(groups, events, expected):
     assert gang_pending.gang_pending(groups, events) == expected

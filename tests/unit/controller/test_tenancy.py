@@ -343,3 +343,47 @@ def test_upstream_gang_outside_tenant_namespaces_and_for_ready_dependencies(exis
     spec, pods, _ = staged_build(*existing, status=status)
     assert spec["minMember"] == 4 and spec["minResources"] == {"cpu": "2", "nvidia.com/gpu": "2"}
     assert all(annotations[GROUP] == "tj" for annotations in pods.values())
+
+
+# ---- admission: the JobSet waits suspended until Volcano admits the gang ------------------------
+
+def _pod_group(phase):
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "tj", "namespace": "ns"}, "spec": {"minMember": 1}}
+    if phase is not None:
+        group["status"] = {"phase": phase}
+    return group
+
+
+def _suspended_jobset(objects):
+    jobsets = by_kind(objects, "JobSet")
+    return jobsets[0]["spec"]["suspend"] if jobsets else "left as it is"
+
+
+@pytest.mark.parametrize("namespace,pod_group,tj_suspend,expected", [
+    # a tenant gang: suspended until Volcano's enqueue action moves its PodGroup past Pending
+    (team_a_ns(), None, False, True),
+    (team_a_ns(), _pod_group(None), False, True),
+    (team_a_ns(), _pod_group("Pending"), False, True),
+    (team_a_ns(), _pod_group("Inqueue"), False, False),
+    (team_a_ns(), _pod_group("Running"), False, False),
+    (team_a_ns(), _pod_group("Unknown"), False, False),
+    # the TrainJob's own suspend still wins
+    (team_a_ns(), _pod_group("Inqueue"), True, True),
+    # outside tenant namespaces: upstream (the JobSet runs at once)
+    (team_a_ns(queue=None), _pod_group(None), False, False),
+    (None, None, False, False),
+])
+def test_a_tenant_gangs_jobset_is_suspended_until_volcano_admits_the_gang(namespace, pod_group, tj_suspend, expected):
+    existing = [o for o in (namespace, pod_group) if o is not None]
+    objects = build_objects(trainjob(trainer={"numNodes": 2}, suspend=tj_suspend), volcano_runtime(), existing, key_generator=fixed_key)
+    assert _suspended_jobset(objects) == expected
+
+
+def test_an_admitted_gangs_running_jobset_is_never_suspended_again():
+    """Once resumed, the JobSet is left alone (a PodGroup seen Pending again, e.g. recreated, changes nothing)."""
+    running = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+               "metadata": {"name": "tj", "namespace": "ns"}, "spec": {"suspend": False}}
+    objects = build_objects(trainjob(trainer={"numNodes": 2}), volcano_runtime(),
+                            [team_a_ns(), _pod_group("Pending"), running], key_generator=fixed_key)
+    assert _suspended_jobset(objects) == "left as it is"
