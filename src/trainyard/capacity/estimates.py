@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, is_active, meta, pod_resources, resources
-from trainyard.capacity.reservation import WAITING_PHASES
+from trainyard.capacity.model import (GPU, GROUPLESS, Node, active_pods_by_group, first_start_s, hard_tier, meta,
+                                      pod_group_queues, pod_resources, resources, waiting_groups)
 from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.timestamps import parse_time
 from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate, estimate_starts,
                                        remaining_time)
 
@@ -36,6 +35,8 @@ class EstimateInputs:
     pending: list[PendingGang]
     weights: dict[str, float]
     policy: ModelPolicy
+    queue_of: dict[str, str]
+    """namespace/PodGroup -> its queue."""
 
 
 def group_key(namespace: str, name: str) -> str:
@@ -60,43 +61,27 @@ def _gpus(value: Fraction) -> int:
 def running_gangs(pods: Iterable[dict], remaining: Mapping[str, float], now_s: float,
                   default_run_s: float = DEFAULT_RUN_S, queue_of: Mapping[str, str] | None = None) -> list[RunningGang]:
     """Bound, active GPU pods by PodGroup (a pod without one is a gang of its own in no queue)."""
-    pods_by: dict[str, list[tuple[str, int]]] = {}
-    started: dict[str, float] = {}
-    for pod in pods:
-        gpus = pod_resources(pod).get(GPU, Fraction(0))
-        node = (pod.get("spec") or {}).get("nodeName")
-        if gpus <= 0 or not node or not is_active(pod):
-            continue
-        namespace = meta(pod).get("namespace", "")
-        group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
-        key = group_key(namespace, group) if group else f"pod:{namespace}/{meta(pod).get('name', '')}"
-        pods_by.setdefault(key, []).append((node, _gpus(gpus)))
-        start = (pod.get("status") or {}).get("startTime")
-        if start:
-            started[key] = min(started.get(key, now_s), parse_time(start).timestamp())
     queues = queue_of or {}
-    return [RunningGang(key, queues.get(key, ""), tuple(held),
-                        remaining_time(remaining.get(key), now_s - started.get(key, now_s), default_run_s))
-            for key, held in sorted(pods_by.items())]
+    out = []
+    for (namespace, group), members in active_pods_by_group(pods).items():
+        key = (f"{GROUPLESS}{namespace}/{group[len(GROUPLESS):]}" if group.startswith(GROUPLESS)
+               else group_key(namespace, group))
+        with_gpus = [pod for pod in members if pod_resources(pod).get(GPU, Fraction(0)) > 0]
+        if not with_gpus:
+            continue
+        held = [(str(pod["spec"]["nodeName"]), _gpus(pod_resources(pod)[GPU])) for pod in with_gpus]
+        started = first_start_s(with_gpus)
+        ran = now_s - started if started is not None else 0.0
+        out.append(RunningGang(key, queues.get(key, ""), tuple(held), remaining_time(remaining.get(key), ran, default_run_s)))
+    return sorted(out, key=lambda gang: gang.key)
 
 
 def pending_gangs(pod_groups: Iterable[dict], priorities: Mapping[str, int],
                   default_run_s: float = DEFAULT_RUN_S) -> list[PendingGang]:
     """PodGroups that wait for GPUs with nothing running, oldest first."""
-    waiting = []
-    for group in pod_groups:
-        spec, status = group.get("spec") or {}, group.get("status") or {}
-        pods = int(spec.get("minMember") or 1)
-        gpus = resources(spec.get("minResources")).get(GPU, Fraction(0))
-        if gpus <= 0 or status.get("phase", "") not in WAITING_PHASES or int(status.get("running") or 0):
-            continue
-        topology = spec.get("networkTopology") or {}
-        tier = topology.get("highestTierAllowed") if topology.get("mode", "hard") == "hard" else None
-        gang = PendingGang(group_key(meta(group).get("namespace", ""), meta(group).get("name", "")),
-                           spec.get("queue") or "default", pods, _gpus(gpus / pods), int(tier) if tier else None,
-                           priorities.get(spec.get("priorityClassName") or "", 0), default_run_s)
-        waiting.append((meta(group).get("creationTimestamp") or "", gang.key, gang))
-    return [gang for _, _, gang in sorted(waiting, key=lambda w: (w[0], w[1]))]
+    return [PendingGang(group_key(*w.key), w.queue, w.pods, _gpus(w.gpus / w.pods), w.tier,
+                        priorities.get(w.priority_class, 0), default_run_s)
+            for w in sorted(waiting_groups(pod_groups), key=lambda w: (w.created, group_key(*w.key)))]
 
 
 def queue_plugin_of(scheduler_conf: str) -> str:
@@ -140,12 +125,11 @@ def model_nodes(nodes: Iterable[Node]) -> list[ModelNode]:
 def inputs(nodes: Iterable[Node], pods: Iterable[dict], pod_groups: list[dict], queues: Iterable[dict],
            trainjobs: Iterable[dict], priorities: Mapping[str, int], queue_plugin: str, now_s: float,
            default_run_s: float = DEFAULT_RUN_S) -> EstimateInputs:
-    queue_of = {group_key(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue")
-                or "default" for g in pod_groups}
+    queue_of = {group_key(*key): queue for key, queue in pod_group_queues(pod_groups).items()}
     weights, policy = queue_policy(queues, queue_plugin)
     return EstimateInputs(model_nodes(nodes),
                           running_gangs(pods, trainer_remaining(trainjobs), now_s, default_run_s, queue_of),
-                          pending_gangs(pod_groups, priorities, default_run_s), weights, policy)
+                          pending_gangs(pod_groups, priorities, default_run_s), weights, policy, queue_of)
 
 
 def estimates(given: EstimateInputs, extra: PendingGang | None = None) -> dict[str, StartEstimate]:
@@ -158,6 +142,5 @@ def gang_to_estimate(namespace: str, name: str, queue: str | None, pods: list[di
                      priority: int, default_run_s: float = DEFAULT_RUN_S) -> PendingGang:
     """A gang not created yet (`trainyard fit`), as the estimator takes it: its pods' largest GPU request each."""
     per_pod = max((_gpus(p.get(GPU, Fraction(0))) for p in pods), default=0)
-    tier = (topology or {}).get("highestTierAllowed") if (topology or {}).get("mode", "hard") == "hard" else None
-    return PendingGang(group_key(namespace, name), queue or "default", len(pods), per_pod,
-                       int(tier) if tier else None, priority, default_run_s)
+    return PendingGang(group_key(namespace, name), queue or "default", len(pods), per_pod, hard_tier(topology),
+                       priority, default_run_s)

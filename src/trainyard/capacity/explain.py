@@ -15,7 +15,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from trainyard.capacity.fit import FITS, WAITS, Gang, Verdict, fit
 from trainyard.k8s import parse_quantity
-from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, QueueUse, Resources, is_active, meta, pod_resources
+from trainyard.capacity.model import (GPU, GROUPLESS, Node, QueueUse, Resources, active_pods_by_group, meta,
+                                      pod_resources)
 
 MOST_JOBS_ENDING = 3
 """At most this many running jobs named together in one `after ... end` suggestion."""
@@ -35,22 +36,18 @@ class Holder:
 
 def holders(pods: Iterable[dict], queue_of: Mapping[str, str], remaining: Mapping[str, float]) -> list[Holder]:
     """Bound, active pods by PodGroup (group-less pods are not jobs anyone can wait for), soonest ending first."""
-    use: dict[str, dict[str, Resources]] = {}
-    namespaces: dict[str, str] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
-        if not node or not group or not is_active(pod):
+    out = []
+    for (namespace, group), members in active_pods_by_group(pods).items():
+        if group.startswith(GROUPLESS):
             continue
-        namespace = meta(pod).get("namespace", "")
+        per_node: dict[str, Resources] = {}
+        for pod in members:
+            here = per_node.setdefault(pod["spec"]["nodeName"], {})
+            for name, amount in pod_resources(pod).items():
+                here[name] = here.get(name, Fraction(0)) + amount
         key = f"{namespace}/{group}"
-        namespaces[key] = namespace
-        per_node = use.setdefault(key, {})
-        here = per_node.setdefault(node, {})
-        for name, amount in pod_resources(pod).items():
-            here[name] = here.get(name, Fraction(0)) + amount
-    out = [Holder(key, namespaces[key], queue_of.get(key), per_node, remaining.get(key, float("inf")))
-           for key, per_node in use.items() if any(r.get(GPU, 0) for r in per_node.values())]
+        if any(r.get(GPU, 0) for r in per_node.values()):
+            out.append(Holder(key, namespace, queue_of.get(key), per_node, remaining.get(key, float("inf"))))
     return sorted(out, key=lambda h: (h.remaining_s, h.key))
 
 

@@ -3,13 +3,15 @@ create, queue, priority, placement. Returns the printed lines and the exit code;
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from trainyard import k8s as K
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
-from .model import Node, QueueUse, nodes_from, number, pending_reason, pod_group_key, queue_uses
+from .model import Node, QueueUse, nodes_from, number, queue_uses, waiting_reasons
 from trainyard.whatif.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
@@ -47,12 +49,13 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
     gang_line = (f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, "
                  f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}")
     snap = live.snapshot(api, ns)
+    reads = LiveReads(api, snap, default_run_s)
     never = check_quota(gang, snap.quotas)
     if never is not None and never.outcome == REFUSED:  # admission refuses it at create in these words
         told = lines + [gang_line, never.line]
         if explain:
             nodes, queues = capacity_of(snap)
-            told += explanation(api, snap, gang, nodes, queues, default_run_s, never)
+            told += explanation(reads, gang, nodes, queues, never)
         return told, exit_code(never)
     refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
     if refusal:
@@ -73,59 +76,73 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
             break
         lines.append(passed[check] + _queue_note(check, gang, queues))
     if final.check != "quota" and gang.in_volcano:
-        lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), live.priority_values(api)))
+        lines.append("  " + priority_note(gang, queues.get(gang.queue or "default"), reads.priorities))
     code = exit_code(final)
     if code == EXIT_WAITS and gang.in_volcano:  # above the verdict, which stays the last line
-        lines.append("  " + start_estimate(api, snap, gang, default_run_s))
+        lines.append("  " + start_estimate(reads, gang))
     lines.append(final.line)
     if explain and code != EXIT_FITS:
-        lines += explanation(api, snap, gang, nodes, queues, default_run_s, final)
+        lines += explanation(reads, gang, nodes, queues, final)
     return lines, code
+
+
+class LiveReads:
+    """What fit reads beyond its snapshot, each at most once: PriorityClass values, the estimate model's inputs."""
+
+    def __init__(self, api, snap: live.Snapshot, default_run_s: float):
+        self.api, self.snap, self.default_run_s = api, snap, default_run_s
+
+    @cached_property
+    def priorities(self) -> dict[str, int]:
+        return live.priority_values(self.api)
+
+    @cached_property
+    def estimate_inputs(self) -> estimates.EstimateInputs:
+        return live.estimate_inputs(self.api, self.snap, self.default_run_s, self.priorities)
+
+    def extra_gang(self, gang, priority_class: str | None) -> estimates.PendingGang:
+        """`gang` (not created yet) as the estimate model takes it, with `priority_class`'s value."""
+        return estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods, gang.topology,
+                                          self.priorities.get(priority_class or "", 0), self.default_run_s)
 
 
 def capacity_of(snap: live.Snapshot) -> tuple[list[Node], dict[str, QueueUse]]:
     """(nodes with what their pods use, queues with their use and why their gangs wait) of a snapshot."""
-    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
+    why = waiting_reasons(snap.pod_groups, snap.events)
     return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
 
 
-def explanation(api, snap, gang, nodes, queues, default_run_s: float, verdict) -> list[str]:
+def explanation(reads: LiveReads, gang, nodes, queues, verdict) -> list[str]:
     """`fit --explain`: the changes that fit now (checked by fit's own checks), then granted priority classes that
     move the gang up its queue (checked by the start-estimate model)."""
     from trainyard.capacity import explain
     from trainyard.whatif.estimate import duration_words, phrase
 
-    given = live.estimate_inputs(api, snap, default_run_s)
+    given = reads.estimate_inputs
     remaining = {g.key: g.remaining_s for g in given.running}
-    queue_of = {f"{k[0]}/{k[1]}": (g.get("spec") or {}).get("queue") or "default"
-                for g in snap.pod_groups for k in [pod_group_key(g)]}
-    running = explain.holders(snap.pods, queue_of, remaining)
-    found = explain.explain(gang, snap.quotas, queues, nodes, running, duration_words)
+    running = explain.holders(reads.snap.pods, given.queue_of, remaining)
+    found = explain.explain(gang, reads.snap.quotas, queues, nodes, running, duration_words)
     out = ["changes that make it fit now:" if found else "no single change makes it fit now (fewer nodes, a wider "
            "topology tier, or the end of up to three running jobs)"]
     out += [f"  - {line}" for line in found]
-    values = live.priority_values(api)
-    namespace = next(iter(live.namespace_object(api, gang.namespace)), {})
+    namespace = next(iter(live.namespace_object(reads.api, gang.namespace)), {})
     granted = [c for c in ((namespace.get("metadata") or {}).get("annotations") or {}).get(
         K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION, "").split(",") if c]
     if gang.in_volcano and explain.priority_can_help(verdict):
-        for name in explain.higher_priorities(gang.priority_class, granted, values):
-            extra = estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods,
-                                               gang.topology, values.get(name, 0), default_run_s)
+        for name in explain.higher_priorities(gang.priority_class, granted, reads.priorities):
+            extra = reads.extra_gang(gang, name)
             out.append(f"  - priority class {name} (granted to {gang.namespace}): "
                        f"{phrase(estimates.estimates(given, extra)[extra.key])}")
     return out
 
 
-def start_estimate(api, snap, gang, default_run_s: float) -> str:
+def start_estimate(reads: LiveReads, gang) -> str:
     """`estimate: starts in about 12 min, position 3 in queue team-a`, the gang behind every gang waiting now."""
     from trainyard.whatif.estimate import phrase
 
-    given = live.estimate_inputs(api, snap, default_run_s)
-    extra = estimates.gang_to_estimate(gang.namespace, gang.name or "(new)", gang.queue, gang.pods, gang.topology,
-                                       live.priority_values(api).get(gang.priority_class or "", 0), default_run_s)
-    found = estimates.estimates(given, extra)[extra.key]
-    return f"estimate: {phrase(found)} ({estimates.ASSUMPTION.format(minutes=default_run_s / 60)})"
+    extra = reads.extra_gang(gang, gang.priority_class)
+    found = estimates.estimates(reads.estimate_inputs, extra)[extra.key]
+    return f"estimate: {phrase(found)} ({estimates.ASSUMPTION.format(minutes=reads.default_run_s / 60)})"
 
 
 def _queue_note(check: str, gang, queues) -> str:

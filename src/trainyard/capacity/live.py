@@ -99,15 +99,15 @@ def trainjobs(api: ApiServer) -> list[dict]:
     return list_items(api, TRAINJOBS, optional=True)
 
 
-def estimate_inputs(api: ApiServer, snap: Snapshot, default_run_s: float):
+def estimate_inputs(api: ApiServer, snap: Snapshot, default_run_s: float, priorities: dict[str, int] | None = None):
     """What the start estimates replay (`capacity.estimates.inputs`): the snapshot plus TrainJobs' trainerStatus,
-    PriorityClass values and the scheduler's queue plugin."""
+    PriorityClass values (read unless given) and the scheduler's queue plugin."""
     import time
 
     from trainyard.capacity import estimates
 
     return estimates.inputs(nodes_from(snap.nodes, snap.pods, snap.hypernodes), snap.pods, snap.pod_groups,
-                            snap.queues, trainjobs(api), priority_values(api),
+                            snap.queues, trainjobs(api), priority_values(api) if priorities is None else priorities,
                             estimates.queue_plugin_of(scheduler_conf(api)), time.time(), default_run_s)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from trainyard.capacity import fairness
 from trainyard.k8s import parse_quantity
+from trainyard.timestamps import parse_time
 from trainyard.controller.resources import pod_requests
 from trainyard import k8s as K
 
@@ -147,6 +148,70 @@ def pod_group_key(obj: dict) -> tuple[str, str]:
     return meta(obj).get("namespace", ""), meta(obj).get("name", "")
 
 
+def pod_group_queues(pod_groups: Iterable[dict]) -> dict[tuple[str, str], str]:
+    """(namespace, PodGroup) -> its Volcano queue (`default` when it names none)."""
+    return {pod_group_key(g): (g.get("spec") or {}).get("queue") or "default" for g in pod_groups}
+
+
+GROUPLESS = "pod:"
+"""Key prefix of a pod that names no PodGroup, a gang of its own (`active_pods_by_group`)."""
+
+
+def active_pods_by_group(pods: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Bound, active pods by (namespace, PodGroup name); a pod naming no group is (namespace, "pod:<name>")."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for pod in pods:
+        if not is_active(pod):
+            continue
+        group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
+        out.setdefault((meta(pod).get("namespace", ""), group or GROUPLESS + meta(pod).get("name", "")), []).append(pod)
+    return out
+
+
+def first_start_s(pods: Iterable[dict]) -> float | None:
+    """When the earliest of `pods` started (epoch seconds), None when none has."""
+    starts = [parse_time(start).timestamp() for pod in pods if (start := (pod.get("status") or {}).get("startTime"))]
+    return min(starts) if starts else None
+
+
+def hard_tier(topology: Mapping | None) -> int | None:
+    """The highest HyperNode tier (1 rack, 2 spine) a gang may span when its network topology is hard, else None."""
+    topology = topology or {}
+    tier = topology.get("highestTierAllowed") if topology.get("mode", "hard") == "hard" else None
+    return int(tier) if tier else None
+
+
+WAITING_PHASES = ("Pending", "Inqueue", "")
+"""PodGroup phases of a gang that has not started ("": Volcano has not seen it yet)."""
+
+
+@dataclass(frozen=True)
+class WaitingGroup:
+    """A Volcano PodGroup that waits for GPUs with no member running."""
+
+    key: tuple[str, str]
+    queue: str
+    pods: int
+    gpus: Fraction
+    tier: int | None
+    priority_class: str
+    created: str
+
+
+def waiting_groups(pod_groups: Iterable[dict]) -> list[WaitingGroup]:
+    """The PodGroups asking for GPUs whose gang has not started (phase in `WAITING_PHASES`, none running)."""
+    out = []
+    for group in pod_groups:
+        spec, status = group.get("spec") or {}, group.get("status") or {}
+        gpus = resources(spec.get("minResources")).get(GPU, Fraction(0))
+        if gpus <= 0 or status.get("phase", "") not in WAITING_PHASES or int(status.get("running") or 0):
+            continue
+        out.append(WaitingGroup(pod_group_key(group), spec.get("queue") or "default", int(spec.get("minMember") or 1),
+                                gpus, hard_tier(spec.get("networkTopology")), spec.get("priorityClassName") or "",
+                                meta(group).get("creationTimestamp") or ""))
+    return out
+
+
 def pod_queue(pod: dict, pod_groups: dict[tuple[str, str], dict]) -> str | None:
     group = (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION)
     if group:
@@ -235,3 +300,9 @@ def pending_reason(pod_group: dict, events: Iterable[dict] = ()) -> str:
     if verdict.cause:
         return verdict.cause
     return f"{verdict.reason}: {verdict.message}" if verdict.message else verdict.reason
+
+
+def waiting_reasons(pod_groups: Iterable[dict], events: Iterable[dict]) -> dict[tuple[str, str], str]:
+    """(namespace, PodGroup) -> why its gang waits (`pending_reason`; "" for one that does not)."""
+    events = list(events)
+    return {pod_group_key(g): pending_reason(g, events) for g in pod_groups}

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
-from trainyard.capacity.model import GPU, GROUP_ANNOTATION, Node, is_active, meta, pod_resources
+from trainyard.capacity.model import GPU, Node, active_pods_by_group, first_start_s, pod_group_queues, pod_resources
 from trainyard.capacity.reservation import WaitingGang, domain_of
-from trainyard.timestamps import parse_time
 
 JobKey = tuple[str, str]
 
@@ -160,24 +159,17 @@ def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_key
                  now_s: float | None = None) -> list[RunningJob]:
     """Jobs whose bound, active pods hold GPUs, by PodGroup (its queue); only `evictable_keys` (TrainJobs
     that can be suspended) are returned. With `now_s` (epoch seconds), each has run since its first pod started."""
-    queue_of = {(meta(g).get("namespace", ""), meta(g).get("name", "")): (g.get("spec") or {}).get("queue") or "default"
-                for g in pod_groups}
-    gpus: dict[JobKey, Fraction] = {}
-    nodes: dict[JobKey, set[str]] = {}
-    started: dict[JobKey, float] = {}
-    for pod in pods:
-        key = (meta(pod).get("namespace", ""), (meta(pod).get("annotations") or {}).get(GROUP_ANNOTATION, ""))
-        held = pod_resources(pod).get(GPU, Fraction(0))
-        if key not in evictable_keys or key not in queue_of or not is_active(pod) or held <= 0:
+    queue_of = pod_group_queues(pod_groups)
+    out = []
+    for key, members in sorted(active_pods_by_group(pods).items()):
+        holding = [pod for pod in members if pod_resources(pod).get(GPU, Fraction(0)) > 0]
+        if key not in evictable_keys or key not in queue_of or not holding:
             continue
-        gpus[key] = gpus.get(key, Fraction(0)) + held
-        nodes.setdefault(key, set()).add((pod.get("spec") or {})["nodeName"])
-        start = (pod.get("status") or {}).get("startTime")
-        if now_s is not None and start:
-            started[key] = min(started.get(key, now_s), parse_time(start).timestamp())
-    return [RunningJob(key, queue_of[key], gpus[key], frozenset(nodes[key]),
-                       max(0.0, now_s - started[key]) if now_s is not None and key in started else 0.0)
-            for key in sorted(gpus)]
+        started = first_start_s(holding) if now_s is not None else None
+        out.append(RunningJob(key, queue_of[key], sum((pod_resources(pod)[GPU] for pod in holding), Fraction(0)),
+                              frozenset(pod["spec"]["nodeName"] for pod in holding),
+                              max(0.0, now_s - started) if now_s is not None and started is not None else 0.0))
+    return out
 
 
 def reclaimed_note(gang: JobKey, at: float) -> str:

@@ -24,7 +24,7 @@ from typing import Mapping
 from trainyard.k8s import format_quantity
 
 from .live import Snapshot
-from .model import (FULL_POD_GPUS, GPU, number, nodes_from, pending_reason, pod_group_key, queue_uses, resources,
+from .model import (FULL_POD_GPUS, GPU, number, nodes_from, queue_uses, resources, waiting_reasons,
                     weight_shares)
 
 
@@ -70,7 +70,7 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
     report.totals = {key: number(sum((Fraction(r[key]) for r in report.racks), Fraction(0)))
                      for key in ("allocatable", "allocated", "free", "fragmented")}
     report.totals["nodes"] = len(nodes)
-    why = {pod_group_key(g): pending_reason(g, snap.events) for g in snap.pod_groups}
+    why = waiting_reasons(snap.pod_groups, snap.events)
     uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes if n.schedulable), Fraction(0)))
     for use in sorted(uses.values(), key=lambda q: q.name):

@@ -18,10 +18,9 @@ from fractions import Fraction
 from typing import Iterable, Mapping
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node, meta, resources
+from trainyard.capacity.model import GPU, Node, waiting_groups
 from trainyard.timestamps import parse_time
 
-WAITING_PHASES = ("Pending", "Inqueue", "")
 MAX_TAINT_VALUE = 63
 
 
@@ -62,31 +61,16 @@ def toleration(gang: tuple[str, str]) -> dict:
 
 def waiting_gangs(pod_groups: Iterable[dict], now_s: float) -> list[WaitingGang]:
     """PodGroups of two or more pods that wait (Pending/Inqueue) for GPUs; `now_s` in epoch seconds."""
-    out = []
-    for group in pod_groups:
-        spec, status = group.get("spec") or {}, group.get("status") or {}
-        pods = int(spec.get("minMember") or 1)
-        gpus = resources(spec.get("minResources")).get(GPU, Fraction(0))
-        if pods < 2 or gpus <= 0 or status.get("phase", "") not in WAITING_PHASES or int(status.get("running") or 0):
-            continue
-        topology = spec.get("networkTopology") or {}
-        tier = topology.get("highestTierAllowed") if topology.get("mode", "hard") == "hard" else None
-        created = meta(group).get("creationTimestamp")
-        waiting = now_s - parse_time(created).timestamp() if created else 0.0
-        out.append(WaitingGang(key=(meta(group).get("namespace", ""), meta(group).get("name", "")),
-                               queue=spec.get("queue") or "default", pods=pods, gpus_per_pod=gpus / pods,
-                               tier=int(tier) if tier else None, waiting_s=max(0.0, waiting)))
-    return out
+    return [WaitingGang(key=w.key, queue=w.queue, pods=w.pods, gpus_per_pod=w.gpus / w.pods, tier=w.tier,
+                        waiting_s=max(0.0, now_s - parse_time(w.created).timestamp()) if w.created else 0.0)
+            for w in waiting_groups(pod_groups) if w.pods >= 2]
 
 
 def waiting_gpus(pod_groups: Iterable[dict]) -> dict[str, Fraction]:
     """Queue -> GPUs of its PodGroups that wait (no member running yet)."""
     out: dict[str, Fraction] = {}
-    for group in pod_groups:
-        spec, status = group.get("spec") or {}, group.get("status") or {}
-        if status.get("phase", "") in WAITING_PHASES and not int(status.get("running") or 0):
-            queue = spec.get("queue") or "default"
-            out[queue] = out.get(queue, Fraction(0)) + resources(spec.get("minResources")).get(GPU, Fraction(0))
+    for waiting in waiting_groups(pod_groups):
+        out[waiting.queue] = out.get(waiting.queue, Fraction(0)) + waiting.gpus
     return out
 
 

@@ -72,12 +72,15 @@ def whatif(
     seed: int = typer.Option(0, "--seed", help="Seeds the generated trace and the model's tie-breaks."),
     jobs: int = typer.Option(150, "--jobs", min=1, help="Jobs in a generated trace."),
     output: str = typer.Option("table", "--output", "-o", help="table or json"),
+    save_trace: Optional[Path] = typer.Option(None, "--save-trace", help="Also write the replayed workload to this "
+                                              "file, as a trace file --trace reads back (to edit and replay)."),
 ) -> None:
     """Replay one workload under the stack in effect and under the proposed one; print what changes: GPU allocation,
     each tenant's share against its entitlement, waits by tenant and job size, jobs that could never run."""
     from trainyard.errors import TrainyardError
     from trainyard.whatif.run import what_if_files
     from trainyard.whatif.text import render
+    from trainyard.whatif.workload import trace_document
 
     if output not in ("table", "json"):
         console.print(f"[red]error:[/] --output {output!r}: use table or json")
@@ -91,6 +94,8 @@ def whatif(
     except TrainyardError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
+    if save_trace is not None:
+        save_trace.write_text(json.dumps(trace_document(result.trace), indent=1) + "\n")
     if output == "json":
         typer.echo(json.dumps({**result.result, "proposed": {**result.result["proposed"], "changes": result.changes}},
                               indent=2))

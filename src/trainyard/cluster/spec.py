@@ -151,16 +151,20 @@ def spine_name(spine: int) -> str:
     return f"spine-{spine}"
 
 
+def block_of(index: int, items: int, blocks: int) -> int:
+    """The block item `index` falls in when `items` are spread over `blocks` in contiguous blocks of equal size (the
+    last one shorter): how the local cluster puts nodes in racks and racks under spines."""
+    return index // -(-items // blocks)
+
+
 def rack_of(index: int, spec: ClusterSpec) -> int:
     """Nodes are spread over racks in contiguous blocks (rack-0 gets the first nodes)."""
-    per_rack = -(-spec.nodes // spec.racks)
-    return index // per_rack
+    return block_of(index, spec.nodes, spec.racks)
 
 
 def spine_of_rack(rack: int, spec: ClusterSpec) -> int:
     """Racks are spread over spines in contiguous blocks (spine-0 gets the first racks)."""
-    per_spine = -(-spec.racks // spec.spines)
-    return rack // per_spine
+    return block_of(rack, spec.racks, spec.spines)
 
 
 def gpu_node(index: int, spec: ClusterSpec) -> dict:

@@ -21,6 +21,8 @@ class WhatIf:
     result: dict[str, dict[str, Any]]
     """`{"current": side, "proposed": side}` (compare.replay_side), each with its stack and workload."""
     changes: list[str]
+    trace: list[TraceJob]
+    """The workload both sides replayed (`--save-trace` writes it as a trace file)."""
 
 
 def workload(trace: str, pair: StackPair, seed: int, jobs: int) -> tuple[list[TraceJob], dict[str, Any]]:
@@ -41,7 +43,7 @@ def what_if(pair: StackPair, trace: str = GENERATED, seed: int = 0, jobs: int = 
     result = compare(scenario(pair.current), scenario(pair.proposed), replayed, seed)
     result["current"] = {"stack": pair.current_label, "workload": described, **result["current"]}
     result["proposed"] = {"stack": pair.proposed_label, "workload": described, **result["proposed"]}
-    return WhatIf(result, scheduling_changes(pair.current, pair.proposed))
+    return WhatIf(result, scheduling_changes(pair.current, pair.proposed), replayed)
 
 
 def what_if_files(stack_path: Path, root: Path, proposed: Path | None = None, trace: str = GENERATED, seed: int = 0,

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from trainyard.cluster.spec import block_of
 from trainyard.k8s import GPU_RESOURCE, quantity_or_none
 from trainyard.platform.stack_model import StackConfig, TenantSpec
 from trainyard.schedtrace.model import ModelNode, ModelPolicy
@@ -86,9 +87,8 @@ def model_nodes(config: StackConfig) -> tuple[ModelNode, ...]:
     nodes = [ModelNode(node, rack.name, rack.spine, gpus) for rack, node in named]
     rest = max(0, count - len(nodes))
     if labelled:
-        per_rack = -(-rest // len(labelled)) if rest else 0
         for index in range(rest):
-            rack = labelled[min(index // per_rack, len(labelled) - 1)]
+            rack = labelled[min(block_of(index, rest, len(labelled)), len(labelled) - 1)]
             nodes.append(ModelNode(f"gpu-node-{index}", rack.name, rack.spine, gpus))
     return tuple(nodes)
 

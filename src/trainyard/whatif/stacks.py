@@ -28,8 +28,7 @@ class StackPair:
 
 def committed_source(path: Path, root: Path) -> StackSource:
     """The stack file as the last commit has it (a problem if git has none)."""
-    relative = path.resolve().relative_to(root.resolve()).as_posix()
-    label = f"HEAD:{relative}"
+    label = f"HEAD:{_label(path, root)}"
     shown = subprocess.run(["git", "-C", str(root), "show", label], capture_output=True, text=True)
     if shown.returncode != 0:
         return StackSource(label, {}, {}, ConfigProblem(

@@ -2,8 +2,8 @@
 
 A trace file is JSON, `{"jobs": [...]}`, each job in the schedtrace shape with camelCase keys:
 `name`, `tenant`, `arrival` and `duration` (seconds), `pods`, `gpusPerPod`, `tier` (1 rack, 2 spine, or null)
-and optionally `priorityClass`. `trace_document` writes the same shape, so a generated trace can be saved,
-edited and replayed again. Reading checks every field and names the bad one with its fix.
+and optionally `priorityClass`. `trace_document` writes the same shape (`whatif --save-trace FILE`), so a generated
+trace can be saved, edited and replayed again. Reading checks every field and names the bad one with its fix.
 """
 
 from __future__ import annotations

@@ -118,3 +118,22 @@ def test_preview_prints_the_whatif_only_when_a_scheduling_setting_changes(checko
     out = run(checkout, "platform", "preview", "--stack", "t", "--cluster", "no-such-cluster")
     assert "what-if: HEAD:stacks/Pulumi.t.yaml -> stacks/Pulumi.t.yaml (working copy)" in out.stdout, out.stdout + out.stderr
     assert "tenants[team-a].quota.gpu: 32 -> 8" in out.stdout
+
+
+def test_a_saved_generated_trace_replays_to_the_same_result(checkout, tmp_path):
+    """`--save-trace` writes the generated workload as a trace file; replaying that file gives the same figures."""
+    proposed = write(edited(roomy(local_document()), lambda d: tenants(d)["team-b"]["queue"].update(weight=2)),
+                     tmp_path / "proposed.yaml")
+    saved = tmp_path / "saved.json"
+    first = run(checkout, "platform", "whatif", "--stack", "t", "--proposed", str(proposed), "--jobs", "40",
+                "--seed", "3", "--save-trace", str(saved), "-o", "json")
+    assert first.returncode == 0, first.stderr
+    assert len(json.loads(saved.read_text())["jobs"]) == 40
+    again = run(checkout, "platform", "whatif", "--stack", "t", "--proposed", str(proposed), "--trace", str(saved),
+                "--seed", "3", "-o", "json")
+    assert again.returncode == 0, again.stderr
+    figures = [json.loads(out.stdout) for out in (first, again)]
+    for side in figures:
+        for name in ("current", "proposed"):
+            side[name].pop("workload")
+    assert figures[0] == figures[1]
