@@ -138,7 +138,8 @@ def main() -> int:
     figures = bench_render()
     print(json.dumps(figures), flush=True)
     ensure_built(*local.REQUIRED_TOOLS)
-    spec = ClusterSpec(name="trainyard-bench", port_base=27200, feature_gates=args.feature_gates)
+    spec = ClusterSpec(name="trainyard-bench", port_base=27200, feature_gates=args.feature_gates,
+                       start_estimates_every=0, monitoring=False)
     if local.is_running(spec.name):
         local.down(spec.name, echo=lambda *_: None)
     local.up(spec, echo=lambda msg: print(f"# {msg}", file=sys.stderr))

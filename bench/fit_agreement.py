@@ -28,7 +28,7 @@ from trainyard.queues.hypernodes import TopologySpec, racks_from_node_labels, re
 from trainyard.queues.volcano_queues import QueueSpec
 from trainyard.waiting import wait_for
 
-SPEC = ClusterSpec(name="trainyard-fitbench", port_base=27800, feature_gates="TrainJobStatus=false")
+SPEC = ClusterSpec(name="trainyard-fitbench", port_base=27800, feature_gates="TrainJobStatus=false", monitoring=False)
 FITS, WAITS, REFUSED = "fits", "waits", "refused"
 PLACED, WAITING, REFUSED_AT_CREATE, UNKNOWN = "placed", "waiting", "refused at create", "no evidence"
 VERDICTS = {0: FITS, 1: WAITS, 2: REFUSED}

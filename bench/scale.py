@@ -279,7 +279,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     args = parser.parse_args()
     spec = ClusterSpec(name="trainyard-scale", port_base=29800, nodes=args.nodes, racks=args.racks, spines=args.spines,
-                       timed_pods=True, feature_gates="TrainJobStatus=false")
+                       timed_pods=True, feature_gates="TrainJobStatus=false", start_estimates_every=60, monitoring=False)
     ensure_built(*local.REQUIRED_TOOLS, "pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "scale-pulumi.log"

@@ -120,7 +120,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def cluster_spec(args) -> ClusterSpec:
     # TrainJobStatus off: it adds a ConfigMap per TrainJob, controller work the scheduling figures do not need.
     return ClusterSpec(name="trainyard-trace", nodes=args.nodes, racks=args.racks, spines=args.spines,
-                       port_base=29600, timed_pods=True, feature_gates="TrainJobStatus=false")
+                       port_base=29600, timed_pods=True, feature_gates="TrainJobStatus=false", monitoring=False)
 
 
 def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:

@@ -55,7 +55,8 @@ from trainyard.waiting import wait_for
 
 GROUP, VERSION = K.TRAINER_GROUP, K.TRAINER_VERSION
 # TrainJobStatus off for both: upstream cannot serve it out of cluster, and it adds a ConfigMap per TrainJob.
-CLUSTER = ClusterSpec(name="trainyard-sbs", port_base=29400, feature_gates="TrainJobStatus=false")
+CLUSTER = ClusterSpec(name="trainyard-sbs", port_base=29400, feature_gates="TrainJobStatus=false",
+                      start_estimates_every=0, monitoring=False)
 # Resources a TrainJob controller reads or writes; other rows of apiserver_request_total are left out.
 RESOURCES = {"trainjobs", "trainingruntimes", "clustertrainingruntimes", "jobsets", "podgroups", "configmaps",
              "secrets", "namespaces", "queues", "resourcequotas", "events", "leases"}

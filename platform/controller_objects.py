@@ -37,6 +37,9 @@ def controller_cluster_rules() -> list[dict]:
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},  # tenant defaults, from an informer
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},  # from an informer
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},  # list: PodGroup verdicts
+        # start estimates (`capacity.start_estimator`): what holds the GPUs and where
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+        {"apiGroups": [K.VOLCANO_TOPOLOGY_GROUP], "resources": ["hypernodes"], "verbs": ["list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

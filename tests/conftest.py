@@ -19,8 +19,10 @@ from trainyard.toolchain.build import ensure_built
 from waiting import wait_for
 
 # Two developers (or a developer and CI) can run suites side by side by choosing another name and base.
+# Timed pods: a pod annotated `pod-complete.stage.kwok.x-k8s.io/delay` runs that long (the usage tests); others
+# complete at once, as kwok's default Stages do.
 TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
-                           racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")))
+                           racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")), timed_pods=True)
 
 
 class Cluster:

@@ -13,6 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from trainyard.timestamps import format_micro_time
 
@@ -58,6 +59,9 @@ class RunOptions:
     kube_api_qps: float = UPSTREAM_QPS
     kube_api_burst: int = UPSTREAM_BURST
     log_level: str = "info"
+    companions: tuple[Callable[[Any, Callable[[], bool]], Any], ...] = ()
+    """Loops run beside the manager, each made as `factory(api, leading)` (`leading()`: this replica holds the
+    lease) and given `start()` and `halt()`: what the CLI adds from above this layer (start estimates)."""
 
 
 def check_options(options: RunOptions) -> dict[str, bool]:
@@ -106,4 +110,11 @@ def run(options: RunOptions) -> None:
         serve_webhooks(manager.admission_reads, options.webhook_address, options.cert_dir)
     signal.signal(signal.SIGTERM, lambda *_: manager.shutdown())
     signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
-    manager.run()
+    elector = manager.elector
+    leading = (lambda: True) if elector is None else elector.holds_lease
+    running = [factory(api, leading).start() for factory in options.companions]
+    try:
+        manager.run()
+    finally:
+        for companion in running:
+            companion.halt()

@@ -18,7 +18,7 @@ from trainyard.toolchain.build import ensure_built
 # with it on trainyard would add the status server's env, token and CA to every trainer pod.
 DIFF_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_DIFF_CLUSTER", "trainyard-diff"), nodes=2, gpus_per_node=8,
                            racks=1, port_base=int(os.environ.get("TRAINYARD_DIFF_PORT_BASE", "29000")),
-                           feature_gates="TrainJobStatus=false", trainjob_controller="upstream")
+                           feature_gates="TrainJobStatus=false", trainjob_controller="upstream", monitoring=False)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -154,6 +154,11 @@ def test_fit_waits_on_topology_where_the_same_job_without_it_fits(cluster, share
         assert last.startswith("waits: topology: the gang must fit in one rack (networkTopology hard, "
                                "highestTierAllowed 1)"), last
         assert "free per rack: rack-0 12, rack-1 12" in last
+        # --explain names the runtimes a TrainJob in the namespace could switch to (same framework, its catalog pin)
+        told = fit(cluster, tmp_path, new_trainjob("rack", topology_runtime, namespace=tenant.ns, nodes=2), "--explain")
+        widen = next(x for x in told.stdout.splitlines() if x.startswith("  - networkTopology highestTierAllowed 2 ("))
+        assert widen.endswith("fits in spine spine-0: gpu-node-1 1 pod, gpu-node-3 1 pod"), told.stdout
+        assert "(no runtime of this framework usable in" in widen, widen  # nothing pins tier 2 here
         plain = fit(cluster, tmp_path, new_trainjob("plain", catalog_runtime, namespace=tenant.ns, nodes=2))
         assert plain.returncode == 0, plain.stdout
         assert "fits now: gpu-node-1 1 pod, gpu-node-3 1 pod" in plain.stdout
@@ -248,6 +253,15 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
                     "--default-run", "1200")
         line = next(x for x in third.stdout.splitlines() if x.strip().startswith("estimate: "))
         assert 37 <= estimate_minutes(line, position=2, queue=tenant.queue) <= 40, third.stdout
+        # the same estimate as an Event on the waiting TrainJob, written by the controller's estimator (every 15 s on
+        # the local cluster, the blocker's run taken as the default 60 min)
+        def estimate_events():
+            events = cluster.core.list_namespaced_event(tenant.ns, field_selector="involvedObject.name=waiting").items
+            return [e for e in events if e.reason == "TrainJobStartEstimate" and e.involved_object.kind == "TrainJob"]
+
+        (event,) = cluster.wait(estimate_events, timeout=60, what="the start estimate Event on the waiting TrainJob")
+        assert event.type == "Normal" and "(around " in event.message, event.message
+        assert 55 <= estimate_minutes(event.message, position=1, queue=tenant.queue) <= 60, event.message
         # the promise: the waiting gang starts as the job ahead of it ends (here: its pods and group are deleted;
         # a group left Inqueue would keep reserving its 8 GPUs in the queue)
         cluster.apps.delete_namespaced_replica_set("hold", tenant.ns, propagation_policy="Background")
@@ -264,7 +278,8 @@ def estimate_minutes(text: str, position: int, queue: str) -> int:
     """The minutes of `starts in about N min, position P in queue Q` (checking P and Q)."""
     import re
 
-    found = re.search(r"starts in about (\d+) min, position (\d+) in queue (\S+?)(?:\s|\(|$)", text)
+    found = re.search(r"starts in about (\d+) min(?: \(around [^)]*\))?, position (\d+) in queue (\S+?)(?:\s|\(|$)",
+                      text)
     assert found and int(found.group(2)) == position and found.group(3) == queue, text
     return int(found.group(1))
 

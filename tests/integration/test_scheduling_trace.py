@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 SPEC = ClusterSpec(name="trainyard-trace-test", nodes=8, racks=4, spines=2, timed_pods=True,
                    port_base=int(os.environ.get("TRAINYARD_TRACE_TEST_PORT_BASE", "29700")),
-                   feature_gates="TrainJobStatus=false")
+                   feature_gates="TrainJobStatus=false", monitoring=False)
 CAPACITY = SPEC.nodes * SPEC.gpus_per_node
 
 

@@ -32,7 +32,8 @@ def real_cluster():
         trainyard("down", "--name", NAME)
     forwarding = IP_FORWARD.read_text().strip()
     started = time.monotonic()
-    result = trainyard("up", "--name", NAME, "--port-base", str(PORT_BASE), "--real-nodes", str(REAL_NODES))
+    result = trainyard("up", "--name", NAME, "--port-base", str(PORT_BASE), "--real-nodes", str(REAL_NODES),
+                       "--no-monitoring")
     cluster = RealCluster(NAME, result, time.monotonic() - started, forwarding)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     print(f"\ntrainyard up --real-nodes {REAL_NODES}: {cluster.seconds:.0f} s")

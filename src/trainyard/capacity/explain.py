@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Iterable, Mapping, Sequence
 
+from trainyard import k8s as K
 from trainyard.capacity.fit import FITS, WAITS, Gang, Verdict, fit
 from trainyard.k8s import parse_quantity
-from trainyard.capacity.model import (GPU, GROUPLESS, Node, QueueUse, Resources, active_pods_by_group, meta,
-                                      pod_resources)
+from trainyard.capacity.model import (GPU, GROUPLESS, Node, QueueUse, Resources, active_pods_by_group, hard_tier,
+                                      meta, pod_resources)
 
 MOST_JOBS_ENDING = 3
 """At most this many running jobs named together in one `after ... end` suggestion."""
@@ -108,20 +109,55 @@ def fewer_nodes(gang: Gang, quotas: Sequence[dict], queues: Mapping[str, QueueUs
     return None
 
 
-def wider_topology(gang: Gang, quotas: Sequence[dict], queues: Mapping[str, QueueUse], nodes: list[Node]) -> str | None:
+def wider_topology(gang: Gang, quotas: Sequence[dict], queues: Mapping[str, QueueUse], nodes: list[Node],
+                   runtimes: Mapping[int | None, Sequence[str]] | None = None) -> str | None:
+    """A hard tier one step wider, else none, if the gang then fits; naming the `runtimes` that pin it
+    (`usable_runtimes`; None: not known, the words then say "a runtime that allows it")."""
     topology = gang.topology or {}
     if not topology or topology.get("mode", "hard") != "hard":
         return None
     tier = int(topology.get("highestTierAllowed") or 1)
-    for wider, words in ((tier + 1, f"networkTopology highestTierAllowed {tier + 1} (a runtime that allows it)"),
-                         (None, "no hard networkTopology (a runtime without one)")):
+    for wider, words in ((tier + 1, f"networkTopology highestTierAllowed {tier + 1}"), (None, "no hard networkTopology")):
         if wider is not None and wider > 2:
             continue
         changed = replace(gang, topology={**topology, "highestTierAllowed": wider} if wider else None)
         verdict = _fits(changed, quotas, queues, nodes)
         if verdict is not None:
-            return f"{words}: {verdict.line}"
+            return f"{words} ({_runtime_words(runtimes, wider, gang.namespace)}): {verdict.line}"
     return None
+
+
+def _runtime_words(runtimes: Mapping[int | None, Sequence[str]] | None, tier: int | None, namespace: str) -> str:
+    if runtimes is None:
+        return "a runtime that allows it" if tier else "a runtime without one"
+    names = runtimes.get(tier) or ()
+    if not names:
+        return f"no runtime of this framework usable in {namespace} has it: ask the platform team"
+    return f"runtime{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def usable_runtimes(runtimes: Iterable[dict], namespace: str, catalog_version: str | None,
+                    framework: str | None) -> dict[int | None, list[str]]:
+    """The runtimes a TrainJob in `namespace` may name that have the job's framework (label
+    `trainer.kubeflow.org/framework`), by the hard tier they pin (None: no hard networkTopology), as `Kind/name`:
+    the namespace's TrainingRuntimes, and the ClusterTrainingRuntimes not from another catalog release than the
+    namespace pins (admission refuses those). Empty when the framework is not known."""
+    out: dict[int | None, list[str]] = {}
+    if not framework:
+        return out
+    for runtime in runtimes:
+        labels = meta(runtime).get("labels") or {}
+        if labels.get(K.LABEL_FRAMEWORK) != framework:
+            continue
+        kind = runtime.get("kind")
+        if kind == "TrainingRuntime" and meta(runtime).get("namespace") != namespace:
+            continue
+        release = labels.get(K.CATALOG_VERSION_LABEL)
+        if kind == "ClusterTrainingRuntime" and catalog_version and release and release != catalog_version:
+            continue
+        volcano = ((runtime.get("spec") or {}).get("podGroupPolicy") or {}).get("volcano") or {}
+        out.setdefault(hard_tier(volcano.get("networkTopology")), []).append(f"{kind}/{meta(runtime).get('name', '')}")
+    return {tier: sorted(names) for tier, names in out.items()}
 
 
 def after_jobs_end(gang: Gang, quotas: Sequence[dict], queues: Mapping[str, QueueUse], nodes: list[Node],
@@ -162,8 +198,9 @@ def higher_priorities(current: str | None, granted: Sequence[str], values: Mappi
 
 
 def explain(gang: Gang, quotas: Sequence[dict], queues: Mapping[str, QueueUse], nodes: list[Node],
-            running: Sequence[Holder], words: Callable[[float], str]) -> list[str]:
-    """The suggestions that pass `fit` now, in the order a user would try them."""
-    found = [fewer_nodes(gang, quotas, queues, nodes), wider_topology(gang, quotas, queues, nodes),
+            running: Sequence[Holder], words: Callable[[float], str],
+            runtimes: Mapping[int | None, Sequence[str]] | None = None) -> list[str]:
+    """The suggestions that pass `fit` now, in the order a user would try them (`runtimes`: see `wider_topology`)."""
+    found = [fewer_nodes(gang, quotas, queues, nodes), wider_topology(gang, quotas, queues, nodes, runtimes),
              after_jobs_end(gang, quotas, queues, nodes, running, words)]
     return [line for line in found if line]

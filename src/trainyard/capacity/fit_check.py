@@ -11,7 +11,7 @@ from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
-from .model import Node, QueueUse, nodes_from, number, queue_uses, waiting_reasons
+from .model import Node, QueueUse, hard_tier, nodes_from, number, queue_uses, waiting_reasons
 from trainyard.whatif.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
@@ -55,7 +55,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         told = lines + [gang_line, never.line]
         if explain:
             nodes, queues = capacity_of(snap)
-            told += explanation(reads, gang, nodes, queues, never)
+            told += explanation(reads, gang, nodes, queues, never, framework_of(runtime))
         return told, exit_code(never)
     refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
     if refusal:
@@ -82,7 +82,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         lines.append("  " + start_estimate(reads, gang))
     lines.append(final.line)
     if explain and code != EXIT_FITS:
-        lines += explanation(reads, gang, nodes, queues, final)
+        lines += explanation(reads, gang, nodes, queues, final, framework_of(runtime))
     return lines, code
 
 
@@ -112,20 +112,30 @@ def capacity_of(snap: live.Snapshot) -> tuple[list[Node], dict[str, QueueUse]]:
     return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
 
 
-def explanation(reads: LiveReads, gang, nodes, queues, verdict) -> list[str]:
+def framework_of(runtime: dict) -> str | None:
+    return ((runtime.get("metadata") or {}).get("labels") or {}).get(K.LABEL_FRAMEWORK)
+
+
+def explanation(reads: LiveReads, gang, nodes, queues, verdict, framework: str | None) -> list[str]:
     """`fit --explain`: the changes that fit now (checked by fit's own checks), then granted priority classes that
-    move the gang up its queue (checked by the start-estimate model)."""
+    move the gang up its queue (checked by the start-estimate model). `framework`: the runtime's, to name the
+    runtimes of another topology tier."""
     from trainyard.capacity import explain
+    from trainyard.controller.tenant_namespace import tenant_policy
     from trainyard.whatif.estimate import duration_words, phrase
 
     given = reads.estimate_inputs
     remaining = {g.key: g.remaining_s for g in given.running}
     running = explain.holders(reads.snap.pods, given.queue_of, remaining)
-    found = explain.explain(gang, reads.snap.quotas, queues, nodes, running, duration_words)
+    namespace = next(iter(live.namespace_object(reads.api, gang.namespace)), {})
+    runtimes = None
+    if hard_tier(gang.topology) is not None:
+        runtimes = explain.usable_runtimes(live.runtimes_for(reads.api, gang.namespace), gang.namespace,
+                                           tenant_policy(namespace or None).catalog_version, framework)
+    found = explain.explain(gang, reads.snap.quotas, queues, nodes, running, duration_words, runtimes)
     out = ["changes that make it fit now:" if found else "no single change makes it fit now (fewer nodes, a wider "
            "topology tier, or the end of up to three running jobs)"]
     out += [f"  - {line}" for line in found]
-    namespace = next(iter(live.namespace_object(reads.api, gang.namespace)), {})
     granted = [c for c in ((namespace.get("metadata") or {}).get("annotations") or {}).get(
         K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION, "").split(",") if c]
     if gang.in_volcano and explain.priority_can_help(verdict):

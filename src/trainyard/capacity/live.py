@@ -94,6 +94,17 @@ def scheduler_conf(api: ApiServer) -> str:
     return ((found or {}).get("data") or {}).get(CONFIGMAP_KEY, "")
 
 
+TRAINING_RUNTIMES = Resource(K.TRAINER_API_VERSION, C.TRAINING_RUNTIME_KIND, "trainingruntimes")
+CLUSTER_TRAINING_RUNTIMES = Resource(K.TRAINER_API_VERSION, C.CLUSTER_TRAINING_RUNTIME_KIND, "clustertrainingruntimes",
+                                     namespaced=False)
+
+
+def runtimes_for(api: ApiServer, namespace: str) -> list[dict]:
+    """The TrainingRuntimes of `namespace` and every ClusterTrainingRuntime (what a TrainJob there may name)."""
+    return list_items(api, TRAINING_RUNTIMES, namespace, optional=True) + list_items(
+        api, CLUSTER_TRAINING_RUNTIMES, optional=True)
+
+
 def trainjobs(api: ApiServer) -> list[dict]:
     """Every TrainJob (for their trainerStatus; empty when not allowed to list them)."""
     return list_items(api, TRAINJOBS, optional=True)

@@ -35,6 +35,9 @@ REAL_NODES = typer.Option(DEFAULT.real_nodes, "--real-nodes", help=(
     "Also start N real nodes (kubelet + containerd on this machine, root only) that run pods for real; they carry "
     f"the GPU labels and capacity of the simulated nodes and the taint {REAL_NODE_LABEL}=true:NoSchedule."))
 
+MONITORING = typer.Option(DEFAULT.monitoring, "--monitoring/--no-monitoring", help=(
+    "Also run kube-state-metrics and Prometheus, the usage record (data kept under ~/.cache/trainyard/usage/)."))
+
 
 def fail(message: str, code: int = 1) -> NoReturn:
     console.print(f"[red]error:[/] {message}")
@@ -86,13 +89,14 @@ def up(
     feature_gates: str = FEATURE_GATES,
     trainjob_controller: str = TRAINJOB_CONTROLLER,
     real_nodes: int = REAL_NODES,
+    monitoring: bool = MONITORING,
     bare: bool = typer.Option(False, "--bare", help="Control plane and GPU nodes only, no local controllers: "
                               "deploy an in-cluster stack (controllersRunLocally: false) onto it; kwok runs its pods."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
                      spines=spines, port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller,
-                     real_nodes=real_nodes)
+                     real_nodes=real_nodes, monitoring=monitoring)
     start(spec, provider, bare)
     print_status(name)
 
@@ -157,6 +161,9 @@ def print_status(name: str) -> None:
     console.print(table)
     console.print(f"trainjob controller: {info['trainjob_controller']}")
     console.print(f"kubeconfig: {info['kubeconfig']}\nlogs:       {info['logs']}")
+    if info.get("prometheus"):
+        console.print(f"usage:      {info['prometheus']} (Prometheus; GPUs held per namespace: "
+                      f"trainyard:namespace_gpus:allocated)")
     console.print(f"try:        export KUBECONFIG={info['kubeconfig']}; kubectl get nodes -L nvidia.com/gpu.product")
 
 
@@ -168,9 +175,10 @@ def register_top_level(app: typer.Typer) -> None:
     @app.command("up")
     def platform_up(name: str = NAME, port_base: int = PORT_BASE, feature_gates: str = FEATURE_GATES,
                     stack: str = typer.Option(LOCAL_STACK, help="Stack deployed on the cluster."),
-                    real_nodes: int = REAL_NODES) -> None:
+                    real_nodes: int = REAL_NODES, monitoring: bool = MONITORING) -> None:
         """Start the local GPU cluster with its controllers, then `pulumi up` the local stack on it."""
-        spec = make_spec(name=name, port_base=port_base, feature_gates=feature_gates, real_nodes=real_nodes)
+        spec = make_spec(name=name, port_base=port_base, feature_gates=feature_gates, real_nodes=real_nodes,
+                         monitoring=monitoring)
         start(spec)
         try:
             main_job.deploy(spec.name, stack, echo=console.print)

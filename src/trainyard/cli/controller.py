@@ -43,18 +43,37 @@ def run_command(
     kube_api_burst: int = typer.Option(UPSTREAM_BURST, help="Requests allowed above the qps after a quiet spell "
                                        "(upstream's clientConnection.burst default)."),
     log_level: str = typer.Option(DEFAULTS.log_level),
+    start_estimates_every: float = typer.Option(60.0, "--start-estimates-every", min=0,
+                                                help="Seconds between rounds of start estimates written as Events "
+                                                "on waiting TrainJobs (0: none)."),
+    default_run: float = typer.Option(3600.0, "--default-run", min=1,
+                                      help="Seconds a job runs when its trainer reports no estimate (start estimates)."),
 ) -> None:
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
                          lease_namespace=lease_namespace, metrics_address=metrics_address,
                          health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,
-                         kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level)
+                         kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
+                         companions=start_estimates(start_estimates_every, default_run))
     try:
         run(options)
     except UsageError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
+
+
+def start_estimates(every_s: float, default_run_s: float) -> tuple:
+    """The start-estimate loop beside the controller (`capacity.start_estimator`), unless `every_s` is 0."""
+    if every_s <= 0:
+        return ()
+
+    def factory(api, leading):
+        from trainyard.capacity.start_estimator import StartEstimator
+
+        return StartEstimator(api, period=every_s, default_run_s=default_run_s, leading=leading)
+
+    return (factory,)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,10 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
             raise ClusterError(f"{name} did not become healthy; see {table.log_dir / (name + '.log')}")
     _wait_queue_open(kc, "default", 90)
     trainer_controllers.start_trainjob_controller(spec, paths, table, kc, ca_pem, echo)
+    if spec.monitoring:
+        from trainyard.cluster import monitoring
+
+        monitoring.start(spec.name, paths, ports, table, echo)
     echo(f"cluster {spec.name!r} is up")
     return state
 
@@ -321,7 +325,10 @@ def status(name: str) -> dict:
         return {"name": name, "running": False}
     table = ProcessTable(paths.root)
     processes = {proc: ("running" if pid_alive(pid) else "dead") for proc, pid in table.load().items()}
-    return {"name": name, "running": is_running(name), "kubeconfig": str(paths.kubeconfig),
-            "apiserver": f"https://127.0.0.1:{state['ports']['apiserver']}", "processes": processes,
-            "logs": str(paths.logs), "spec": state["spec"],
-            "trainjob_controller": state.get("trainjob_controller", "trainyard")}
+    found = {"name": name, "running": is_running(name), "kubeconfig": str(paths.kubeconfig),
+             "apiserver": f"https://127.0.0.1:{state['ports']['apiserver']}", "processes": processes,
+             "logs": str(paths.logs), "spec": state["spec"],
+             "trainjob_controller": state.get("trainjob_controller", "trainyard")}
+    if "prometheus" in processes and "prometheus" in state["ports"]:
+        found["prometheus"] = f"http://127.0.0.1:{state['ports']['prometheus']}"
+    return found

@@ -43,6 +43,7 @@ class Ports:
         "volcano_controller_healthz": 22, "volcano_controller_metrics": 23, "volcano_webhook": 24,
         "controller_metrics": 30, "controller_webhook": 31, "controller_health": 32, "controller_status": 33,
         "kube_proxy_healthz": 38, "kube_proxy_metrics": 39,
+        "prometheus": 50, "kube_state_metrics": 51, "kube_state_metrics_telemetry": 52,
     }
 
     OFFSETS.update({f"kubelet_healthz_{i}": 40 + i for i in range(MAX_REAL_NODES)})  # one per real node
@@ -75,6 +76,12 @@ class ClusterSpec:
     # Client-side API limits of the TrainJob controller, either one: upstream's defaults; negative qps: none.
     controller_qps: float = UPSTREAM_QPS
     controller_burst: int = UPSTREAM_BURST
+    start_estimates_every: float = 15.0
+    """Seconds between the controller's rounds of start-estimate Events on waiting TrainJobs (0: none; the
+    controller benchmarks turn it off, as upstream has nothing like it)."""
+    monitoring: bool = True
+    """kube-state-metrics and Prometheus with trainyard's usage rules (`cluster.monitoring`); benchmarks and the
+    test clusters that do not read usage turn it off."""
     real_nodes: int = 0
     """Real kubelets (with containerd, CNI and CoreDNS) started beside the simulated GPU nodes (root only)."""
     timed_pods: bool = False

@@ -16,7 +16,7 @@ from trainyard.errors import TrainyardError
 from trainyard.paths import cache_dir
 from trainyard.toolchain.versions import tool
 
-REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano")
+REQUIRED_TOOLS = ("kubernetes", "etcd", "kwok", "jobset", "volcano", "prometheus", "kube-state-metrics")
 
 
 class ClusterError(TrainyardError, RuntimeError):

@@ -71,7 +71,8 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
         f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
         f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
-        f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}"]))
+        f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
+        f"--start-estimates-every={spec.start_estimates_every}"]))
     if not wait_for_port(ports.port("controller_webhook"), 60, lambda: PROCESS in table.running()):
         raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / (PROCESS + '.log')}")
     config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")

@@ -176,6 +176,28 @@ def volcano(tool: Tool) -> list[Step]:
     return [_build(tool, flags, tool.bin_dir / b, [f"volcano.sh/volcano/cmd/{commands[b]}"]) for b in tool.binaries]
 
 
+def _prometheus_stamp(tool: Tool, module_path: str, version: str) -> dict[str, str]:
+    """The variables of prometheus/common/version that Prometheus' own release build (promu) sets."""
+    commit, date = _commit_and_date(tool, module_path)
+    pkg = "github.com/prometheus/common/version"
+    return {f"{pkg}.Version": version.lstrip("v"), f"{pkg}.Revision": commit, f"{pkg}.Branch": "HEAD",
+            f"{pkg}.BuildUser": "trainyard", f"{pkg}.BuildDate": date}
+
+
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
+
+
+def prometheus(tool: Tool) -> list[Step]:
+    flags = _ldflags(_prometheus_stamp(tool, PROMETHEUS_MODULE, tool.version))
+    return [_build(tool, flags, tool.bin_dir / name, [f"{PROMETHEUS_MODULE}/cmd/{name}"]) for name in tool.binaries]
+
+
+def kube_state_metrics(tool: Tool) -> list[Step]:
+    module = "k8s.io/kube-state-metrics/v2"
+    flags = _ldflags(_prometheus_stamp(tool, module, tool.version))
+    return [_build(tool, flags, tool.bin_dir / "kube-state-metrics", [module])]
+
+
 def copy_from_module(tool: Tool, module_path: str, relative: str, dest: Path, mode: int = 0o755) -> PyStep:
     """Copy a file shipped inside a pinned module (module zips carry no exec bits)."""
 
@@ -221,6 +243,8 @@ RECIPES: dict[str, Callable[[Tool], list[Step]]] = {
     "runc": runc,
     "cni-plugins": cni_plugins,
     "coredns": coredns,
+    "prometheus": prometheus,
+    "kube-state-metrics": kube_state_metrics,
 }
 
 

@@ -56,6 +56,39 @@ def test_a_wider_tier_is_suggested_when_only_the_rack_rule_blocks():
     assert line == ("networkTopology highestTierAllowed 2 (a runtime that allows it): fits in spine spine-0: "
                     "n1 1 pod, n3 1 pod")
     assert X.wider_topology(gang_from_objects(built(2, 8)), [], queues, nodes) is None  # no topology to widen
+    # the runtimes a user could switch to are named when known; none known at that tier: who can add one
+    spine = {2: ["ClusterTrainingRuntime/torch-spine"], None: ["ClusterTrainingRuntime/torch-distributed"]}
+    assert X.wider_topology(gang, [], queues, nodes, spine).startswith(
+        "networkTopology highestTierAllowed 2 (runtime ClusterTrainingRuntime/torch-spine): fits in spine spine-0")
+    assert X.wider_topology(gang, [], queues, nodes, {None: ["ClusterTrainingRuntime/torch-distributed"]}).startswith(
+        "networkTopology highestTierAllowed 2 (no runtime of this framework usable in ns has it: ask the platform team)")
+
+
+def _runtime(name, kind="ClusterTrainingRuntime", framework="torch", release=None, topology=None, namespace=None):
+    labels = {"trainer.kubeflow.org/framework": framework}
+    if release:
+        labels["trainyard.dev/catalog-version"] = release
+    metadata = {"name": name, "labels": labels, **({"namespace": namespace} if namespace else {})}
+    policy = {"volcano": {"networkTopology": topology}} if topology else {"volcano": {}}
+    return {"kind": kind, "metadata": metadata, "spec": {"podGroupPolicy": policy}}
+
+
+def test_usable_runtimes_by_tier_follow_the_framework_the_namespace_and_its_catalog_pin():
+    runtimes = [
+        _runtime("torch-distributed", release="1.2.0"),
+        _runtime("torch-distributed-topology", release="1.2.0", topology=RACK1),
+        _runtime("torch-soft", topology={"mode": "soft", "highestTierAllowed": 1}),  # soft: no hard tier
+        _runtime("torch-old-spine", release="1.1.0", topology={"mode": "hard", "highestTierAllowed": 2}),  # not pinned
+        _runtime("mpi", framework="mpi"),
+        _runtime("torch-local", kind="TrainingRuntime", namespace="ns", topology={"highestTierAllowed": 2}),
+        _runtime("torch-elsewhere", kind="TrainingRuntime", namespace="other"),
+    ]
+    assert X.usable_runtimes(runtimes, "ns", "1.2.0", "torch") == {
+        None: ["ClusterTrainingRuntime/torch-distributed", "ClusterTrainingRuntime/torch-soft"],
+        1: ["ClusterTrainingRuntime/torch-distributed-topology"],
+        2: ["TrainingRuntime/torch-local"]}
+    assert 2 in X.usable_runtimes(runtimes, "ns", None, "torch")  # no pin: every release's cluster runtime
+    assert X.usable_runtimes(runtimes, "ns", "1.2.0", None) == {}  # a runtime with no framework label: unknown
 
 
 def test_after_the_soonest_running_job_that_makes_room():

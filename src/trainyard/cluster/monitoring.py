@@ -1,0 +1,149 @@
+"""The local cluster's usage record: kube-state-metrics and Prometheus, built from their pinned modules.
+
+kube-state-metrics turns the API server's pods, namespaces and quotas into series (a pod's GPU requests, its phase,
+its node, the labels that tie it to a JobSet and a tenant); Prometheus scrapes it, Volcano's scheduler and
+trainyard's controller every 15 s, keeps 30 days under ~/.cache/trainyard/usage/<cluster>/ (outside the cluster's
+directory: a restart of Prometheus, or `make down` then `make up`, loses nothing already written), and records the GPUs each tenant holds (`RECORDING_RULES`), from which
+GPU-hours are an integral. The configuration is built here as plain dicts; `start` runs the two processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from trainyard import k8s as K
+from trainyard.cluster.processes import ProcessSpec, ProcessTable, wait_for_port
+from trainyard.cluster.state import ClusterError
+from trainyard.paths import cache_dir
+from trainyard.toolchain.versions import tool
+
+SCRAPE_INTERVAL_S = 15
+RETENTION = "30d"
+GPU_METRIC_RESOURCE = K.GPU_RESOURCE.replace(".", "_").replace("/", "_")
+"""kube-state-metrics writes a resource name with `.` and `/` as `_` (nvidia.com/gpu: nvidia_com_gpu)."""
+
+POD_LABELS = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name")
+NAMESPACE_LABELS = (K.NAMESPACE_QUEUE_LABEL, K.CATALOG_VERSION_LABEL)
+KSM_RESOURCES = ("pods", "namespaces", "nodes", "resourcequotas")
+
+
+def kube_state_metrics_args(kubeconfig: Path, port: int, telemetry_port: int, trainjob_config: Path) -> list[str]:
+    """What kube-state-metrics watches and which object labels it turns into series labels (allowlisted)."""
+    allow = f"pods=[{','.join(POD_LABELS)}],namespaces=[{','.join(NAMESPACE_LABELS)}]"
+    return [f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}", "--telemetry-host=127.0.0.1",
+            f"--telemetry-port={telemetry_port}", f"--resources={','.join(KSM_RESOURCES)}",
+            f"--metric-labels-allowlist={allow}", f"--custom-resource-state-config-file={trainjob_config}"]
+
+
+TRAINJOB_PREFIX = "trainyard_trainjob"
+
+
+def trainjob_metrics() -> dict:
+    """kube-state-metrics' custom-resource metrics of TrainJobs: `trainyard_trainjob_info` (runtime, its kind, the
+    priority class the TrainJob selected), `_created` (unix seconds) and `_condition` (type, reason; 1 True)."""
+    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": [{
+        "groupVersionKind": {"group": K.TRAINER_GROUP, "version": K.TRAINER_VERSION, "kind": "TrainJob"},
+        "metricNamePrefix": TRAINJOB_PREFIX,
+        "labelsFromPath": {"namespace": ["metadata", "namespace"], "trainjob": ["metadata", "name"]},
+        "metrics": [
+            {"name": "info", "help": "A TrainJob's runtime and the priority class it selected",
+             "each": {"type": "Info", "info": {"labelsFromPath": {
+                 "runtime": ["spec", "runtimeRef", "name"], "runtime_kind": ["spec", "runtimeRef", "kind"],
+                 "priority_class": ["metadata", "labels", K.PRIORITY_CLASS_LABEL]}}}},
+            {"name": "created", "help": "When the TrainJob was created (unix seconds)",
+             "each": {"type": "Gauge", "gauge": {"path": ["metadata"], "valueFrom": ["creationTimestamp"]}}},
+            {"name": "condition", "help": "The TrainJob's status conditions (1: True)",
+             "each": {"type": "Gauge", "gauge": {"path": ["status", "conditions"],
+                                                 "labelsFromPath": {"type": ["type"], "reason": ["reason"]},
+                                                 "valueFrom": ["status"]}}},
+        ]}]}}
+
+
+def scrape_targets(ports) -> dict[str, int]:
+    """Job name -> loopback port of what Prometheus scrapes on the local cluster."""
+    return {"kube-state-metrics": ports.port("kube_state_metrics"),
+            "volcano-scheduler": ports.port("volcano_scheduler_metrics"),
+            "trainyard-controller": ports.port("controller_metrics")}
+
+
+def prometheus_config(targets: dict[str, int], rules_file: Path) -> dict:
+    return {"global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "evaluation_interval": f"{SCRAPE_INTERVAL_S}s"},
+            "rule_files": [str(rules_file)],
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+                               for job, port in targets.items()]}
+
+
+POD_GPUS = "trainyard:pod_gpus:allocated"
+TENANT_GPUS = "trainyard:namespace_gpus:allocated"
+TRAINJOB_GPUS = "trainyard:trainjob_gpus:allocated"
+
+
+def series_label(object_label: str) -> str:
+    """The series label kube-state-metrics makes of an object label (`trainyard.dev/queue`: label_trainyard_dev_queue)."""
+    return "label_" + "".join(c if c.isalnum() else "_" for c in object_label)
+
+
+def recording_rules() -> dict:
+    """GPUs held by each running pod (requests of its containers, while its phase is Running), by namespace (a
+    tenant's, with its queue and pinned catalog release), and by TrainJob (its JobSet's pods) with tenant, queue,
+    priority class, runtime and catalog release; GPU-hours are their integral over time."""
+    requests = f'sum by (namespace, pod) (kube_pod_container_resource_requests{{resource="{GPU_METRIC_RESOURCE}"}})'
+    running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
+    queue, release = series_label(K.NAMESPACE_QUEUE_LABEL), series_label(K.CATALOG_VERSION_LABEL)
+    jobset = series_label(POD_LABELS[0])
+    tenant = f"max by (namespace, {queue}, {release}) (kube_namespace_labels)"
+    per_trainjob = (
+        f'sum by (namespace, trainjob, priority_class) (label_replace({POD_GPUS} * on (namespace, pod) '
+        f'group_left ({jobset}) kube_pod_labels{{{jobset}!=""}}, "trainjob", "$1", "{jobset}", "(.+)") '
+        f"* on (namespace, pod) group_left (priority_class) max by (namespace, pod, priority_class) (kube_pod_info))")
+    return {"groups": [{"name": "trainyard-usage", "interval": f"{SCRAPE_INTERVAL_S}s", "rules": [
+        {"record": POD_GPUS, "expr": f"{requests} * on (namespace, pod) ({running})"},
+        {"record": TENANT_GPUS,
+         "expr": f"sum by (namespace) ({POD_GPUS}) * on (namespace) group_left ({queue}, {release}) {tenant}"},
+        {"record": TRAINJOB_GPUS,
+         "expr": f"{per_trainjob} * on (namespace) group_left ({queue}, {release}) {tenant} "
+                 f"* on (namespace, trainjob) group_left (runtime) "
+                 f"max by (namespace, trainjob, runtime) ({TRAINJOB_PREFIX}_info)"},
+    ]}]}
+
+
+def prometheus_args(config_file: Path, data_dir: Path, port: int) -> list[str]:
+    return [f"--config.file={config_file}", f"--storage.tsdb.path={data_dir}",
+            f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{port}"]
+
+
+def data_dir(cluster_name: str) -> Path:
+    """Where the cluster's Prometheus keeps its series: outside the cluster's directory, which `down` removes."""
+    return cache_dir() / "usage" / cluster_name / "prometheus"
+
+
+def write_files(root: Path, ports) -> Path:
+    """The configuration and rules files under the cluster's directory; returns the configuration's path."""
+    directory = root / "prometheus"
+    directory.mkdir(parents=True, exist_ok=True)
+    rules = directory / "rules.yaml"
+    rules.write_text(yaml.safe_dump(recording_rules(), sort_keys=False))
+    (directory / "trainjob-metrics.yaml").write_text(yaml.safe_dump(trainjob_metrics(), sort_keys=False))
+    config = directory / "prometheus.yaml"
+    config.write_text(yaml.safe_dump(prometheus_config(scrape_targets(ports), rules), sort_keys=False))
+    return config
+
+
+def start(name: str, paths, ports, table: ProcessTable, echo: Callable[[str], None]) -> None:
+    """Run kube-state-metrics and Prometheus beside the cluster (their data stays across restarts)."""
+    echo("starting kube-state-metrics and Prometheus (the usage record)")
+    ksm = tool("kube-state-metrics").path("kube-state-metrics")
+    config = write_files(paths.root, ports)
+    table.start(ProcessSpec("kube-state-metrics", [str(ksm), *kube_state_metrics_args(
+        paths.kubeconfig, ports.port("kube_state_metrics"), ports.port("kube_state_metrics_telemetry"),
+        config.parent / "trainjob-metrics.yaml")]))
+    table.start(ProcessSpec("prometheus", [str(tool("prometheus").path("prometheus")),
+                                           *prometheus_args(config, data_dir(name), ports.port("prometheus"))]))
+    for name in ("kube-state-metrics", "prometheus"):
+        port = ports.port("kube_state_metrics" if name == "kube-state-metrics" else "prometheus")
+        if not wait_for_port(port, 60, lambda n=name: n in table.running()):
+            raise ClusterError(f"{name} did not start; see {table.log_dir / (name + '.log')}")
+
