@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     document = json.loads(args.records.read_text())
     cluster = document["cluster"]
-    spec = ClusterSpec(name="estimates", nodes=cluster["nodes"], racks=cluster["racks"], spines=cluster["spines"], monitoring=False)
+    spec = ClusterSpec(name="estimates", nodes=cluster["nodes"], racks=cluster["racks"], spines=cluster["spines"],
+                       monitoring=False)
     capacity = spec.nodes * spec.gpus_per_node
     tenants = tuple(Tenant(t["name"], t["weight"], t["load"]) for t in document["tenants"])
     trace = generate(document["seed"], document["jobs"], capacity, tenants, duration_scale=document["duration_scale"],

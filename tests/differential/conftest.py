@@ -44,7 +44,8 @@ def diff_cluster():
     up = runner.invoke(app, ["cluster", "up", "--name", DIFF_CLUSTER.name, "--port-base", str(DIFF_CLUSTER.port_base),
                              "--nodes", str(DIFF_CLUSTER.nodes), "--racks", str(DIFF_CLUSTER.racks),
                              "--gpus-per-node", str(DIFF_CLUSTER.gpus_per_node),
-                             "--feature-gates", DIFF_CLUSTER.feature_gates, "--trainjob-controller", "upstream"])
+                             "--feature-gates", DIFF_CLUSTER.feature_gates, "--trainjob-controller", "upstream",
+                             "--no-monitoring"])
     assert up.exit_code == 0, up.output
     assert "trainjob controller: upstream" in up.output
     pids = ProcessTable(local.ClusterPaths.for_name(DIFF_CLUSTER.name).root).load()

@@ -72,7 +72,8 @@ def running_gangs(pods: Iterable[dict], remaining: Mapping[str, float], now_s: f
         held = [(str(pod["spec"]["nodeName"]), _gpus(pod_resources(pod)[GPU])) for pod in with_gpus]
         started = first_start_s(with_gpus)
         ran = now_s - started if started is not None else 0.0
-        out.append(RunningGang(key, queues.get(key, ""), tuple(held), remaining_time(remaining.get(key), ran, default_run_s)))
+        out.append(RunningGang(key, queues.get(key, ""), tuple(held),
+                               remaining_time(remaining.get(key), ran, default_run_s)))
     return sorted(out, key=lambda gang: gang.key)
 
 

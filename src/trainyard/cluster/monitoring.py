@@ -3,8 +3,10 @@
 kube-state-metrics turns the API server's pods, namespaces and quotas into series (a pod's GPU requests, its phase,
 its node, the labels that tie it to a JobSet and a tenant); Prometheus scrapes it, Volcano's scheduler and
 trainyard's controller every 15 s, keeps 30 days under ~/.cache/trainyard/usage/<cluster>/ (outside the cluster's
-directory: a restart of Prometheus, or `make down` then `make up`, loses nothing already written), and records the GPUs each tenant holds (`RECORDING_RULES`), from which
-GPU-hours are an integral. The configuration is built here as plain dicts; `start` runs the two processes.
+directory: a restart of Prometheus, or `make down` then `make up`, loses nothing already written), and records
+the GPUs each running pod, tenant and TrainJob holds (`recording_rules`), from which GPU-hours are an integral.
+A pod that runs for less than a scrape interval may fall between two samples: short jobs are under-counted.
+The configuration is built here as plain dicts; `start` runs the two processes.
 """
 
 from __future__ import annotations
