@@ -35,7 +35,7 @@ def test_promtool_accepts_the_configuration_and_its_rules(cluster):
     checked = subprocess.run([str(tool("prometheus").path("promtool")), "check", "config", str(config)],
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "3 rules found" in checked.stdout, checked.stdout
+    assert "4 rules found" in checked.stdout, checked.stdout
 
 
 def test_every_scrape_target_is_up(cluster):

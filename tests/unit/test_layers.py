@@ -9,7 +9,7 @@ Lowest first (README "Architecture"):
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
-    apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, stack_deploy, main_job, pulumi_env,
+    apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job, pulumi_env,
                 scale_stack, benchkit}
     cli         trainyard.cli: the Typer commands
 
@@ -41,7 +41,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platform", ("trainyard.platform",)),
     ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.whatif",
               "trainyard.stack_deploy",
-              "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit")),
+              "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit",
+              "trainyard.usage")),
     ("cli", ("trainyard.cli",)),
 )
 SIDE_BY_SIDE = ("trainyard.controller.runtime", "trainyard.runtimes")

@@ -20,6 +20,7 @@ def _register() -> None:
     from trainyard.cli.jobs import register as register_jobs
     from trainyard.cli.platform import platform_app
     from trainyard.cli.tools import tools_app
+    from trainyard.cli.usage import register as register_usage
 
     app.add_typer(tools_app, name="tools")
     app.add_typer(cluster_app, name="cluster")
@@ -29,6 +30,7 @@ def _register() -> None:
     register_jobs(app)
     register_top_level(app)
     register_capacity(app)
+    register_usage(app)
 
 
 _register()

@@ -28,7 +28,7 @@ GPU_METRIC_RESOURCE = K.GPU_RESOURCE.replace(".", "_").replace("/", "_")
 """kube-state-metrics writes a resource name with `.` and `/` as `_` (nvidia.com/gpu: nvidia_com_gpu)."""
 
 POD_LABELS = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name")
-NAMESPACE_LABELS = (K.NAMESPACE_QUEUE_LABEL, K.CATALOG_VERSION_LABEL)
+NAMESPACE_LABELS = (K.TENANT_LABEL, K.NAMESPACE_QUEUE_LABEL, K.CATALOG_VERSION_LABEL)
 KSM_RESOURCES = ("pods", "namespaces", "nodes", "resourcequotas")
 
 
@@ -41,12 +41,21 @@ def kube_state_metrics_args(kubeconfig: Path, port: int, telemetry_port: int, tr
 
 
 TRAINJOB_PREFIX = "trainyard_trainjob"
+QUEUE_PREFIX = "trainyard_queue"
 
 
 def trainjob_metrics() -> dict:
-    """kube-state-metrics' custom-resource metrics of TrainJobs: `trainyard_trainjob_info` (runtime, its kind, the
-    priority class the TrainJob selected), `_created` (unix seconds) and `_condition` (type, reason; 1 True)."""
-    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": [{
+    """kube-state-metrics' custom-resource metrics of TrainJobs and Volcano queues.
+
+    `trainyard_trainjob_info` (runtime, its kind, the priority class the TrainJob selected), `_created` (unix
+    seconds), `_condition` (type, reason; 1 True) and `_condition_time` (when it last changed); per queue
+    `trainyard_queue_weight`, `_deserved_gpus` and `_capability_gpus`: the entitlement as it was at each moment."""
+    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": [trainjob_resource(), queue_resource()]}}
+
+
+def trainjob_resource() -> dict:
+    conditions = {"path": ["status", "conditions"], "labelsFromPath": {"type": ["type"], "reason": ["reason"]}}
+    return {
         "groupVersionKind": {"group": K.TRAINER_GROUP, "version": K.TRAINER_VERSION, "kind": "TrainJob"},
         "metricNamePrefix": TRAINJOB_PREFIX,
         "labelsFromPath": {"namespace": ["metadata", "namespace"], "trainjob": ["metadata", "name"]},
@@ -58,10 +67,26 @@ def trainjob_metrics() -> dict:
             {"name": "created", "help": "When the TrainJob was created (unix seconds)",
              "each": {"type": "Gauge", "gauge": {"path": ["metadata"], "valueFrom": ["creationTimestamp"]}}},
             {"name": "condition", "help": "The TrainJob's status conditions (1: True)",
-             "each": {"type": "Gauge", "gauge": {"path": ["status", "conditions"],
-                                                 "labelsFromPath": {"type": ["type"], "reason": ["reason"]},
-                                                 "valueFrom": ["status"]}}},
-        ]}]}}
+             "each": {"type": "Gauge", "gauge": {**conditions, "valueFrom": ["status"]}}},
+            {"name": "condition_time", "help": "When each status condition last changed (unix seconds)",
+             "each": {"type": "Gauge", "gauge": {**conditions, "valueFrom": ["lastTransitionTime"]}}},
+        ]}
+
+
+def queue_resource() -> dict:
+    gpu = ["spec", "{field}", K.GPU_RESOURCE]
+    return {
+        "groupVersionKind": {"group": K.VOLCANO_GROUP, "version": K.VOLCANO_VERSION, "kind": "Queue"},
+        "metricNamePrefix": QUEUE_PREFIX,
+        "labelsFromPath": {"queue": ["metadata", "name"]},
+        "metrics": [
+            {"name": "weight", "help": "The queue's weight",
+             "each": {"type": "Gauge", "gauge": {"path": ["spec"], "valueFrom": ["weight"]}}},
+            *({"name": f"{field}_gpus", "help": f"The queue's {field} GPUs",
+               "each": {"type": "Gauge", "gauge": {"path": [p.format(field=field) for p in gpu[:-1]],
+                                                   "valueFrom": [gpu[-1]]}}}
+              for field in ("deserved", "capability")),
+        ]}
 
 
 def scrape_targets(ports) -> dict[str, int]:
@@ -81,6 +106,7 @@ def prometheus_config(targets: dict[str, int], rules_file: Path) -> dict:
 POD_GPUS = "trainyard:pod_gpus:allocated"
 TENANT_GPUS = "trainyard:namespace_gpus:allocated"
 TRAINJOB_GPUS = "trainyard:trainjob_gpus:allocated"
+QUEUE_ENTITLED = "trainyard:queue_gpus:entitled"
 
 
 def series_label(object_label: str) -> str:
@@ -88,10 +114,24 @@ def series_label(object_label: str) -> str:
     return "label_" + "".join(c if c.isalnum() else "_" for c in object_label)
 
 
+def entitlement_rule() -> str:
+    """The GPUs each tenant queue is entitled to: its `deserved` GPUs where it sets them, else its weight's share of
+    the cluster's allocatable GPUs among the queues tenant namespaces use (Volcano's own `default` queue and queues
+    no tenant uses are not owed a share). What a tenant holds above it is borrowed."""
+    queue = series_label(K.NAMESPACE_QUEUE_LABEL)
+    tenant_queues = (f'max by (queue) (label_replace(kube_namespace_labels{{{queue}!=""}}, '
+                     f'"queue", "$1", "{queue}", "(.+)"))')
+    weights = f"(max by (queue) ({QUEUE_PREFIX}_weight) * on (queue) {tenant_queues})"
+    cluster_gpus = f'sum(kube_node_status_allocatable{{resource="{GPU_METRIC_RESOURCE}"}})'
+    return (f"(max by (queue) ({QUEUE_PREFIX}_deserved_gpus) * on (queue) {tenant_queues}) "
+            f"or ({weights} / scalar(sum({weights})) * scalar({cluster_gpus}))")
+
+
 def recording_rules() -> dict:
     """GPUs held by each running pod (requests of its containers, while its phase is Running), by namespace (a
     tenant's, with its queue and pinned catalog release), and by TrainJob (its JobSet's pods) with tenant, queue,
-    priority class, runtime and catalog release; GPU-hours are their integral over time."""
+    priority class, runtime and catalog release; GPU-hours are their integral over time. Also each tenant queue's
+    entitlement (`entitlement_rule`), so usage can split what was held within it from what was borrowed."""
     requests = f'sum by (namespace, pod) (kube_pod_container_resource_requests{{resource="{GPU_METRIC_RESOURCE}"}})'
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
     queue, release = series_label(K.NAMESPACE_QUEUE_LABEL), series_label(K.CATALOG_VERSION_LABEL)
@@ -109,6 +149,7 @@ def recording_rules() -> dict:
          "expr": f"{per_trainjob} * on (namespace) group_left ({queue}, {release}) {tenant} "
                  f"* on (namespace, trainjob) group_left (runtime) "
                  f"max by (namespace, trainjob, runtime) ({TRAINJOB_PREFIX}_info)"},
+        {"record": QUEUE_ENTITLED, "expr": entitlement_rule()},
     ]}]}
 
 

@@ -19,14 +19,16 @@ def test_prometheus_scrapes_the_local_components_on_the_clusters_own_ports(tmp_p
                        "trainyard-controller": ["127.0.0.1:30030"]}
     assert config["global"]["scrape_interval"] == "15s"
     rules = yaml.safe_load(Path(config["rule_files"][0]).read_text())
-    assert [r["record"] for r in rules["groups"][0]["rules"]] == [M.POD_GPUS, M.TENANT_GPUS, M.TRAINJOB_GPUS]
+    assert [r["record"] for r in rules["groups"][0]["rules"]] == [M.POD_GPUS, M.TENANT_GPUS, M.TRAINJOB_GPUS,
+                                                                  M.QUEUE_ENTITLED]
     trainjobs = yaml.safe_load((tmp_path / "prometheus" / "trainjob-metrics.yaml").read_text())
-    assert trainjobs["spec"]["resources"][0]["groupVersionKind"] == {
-        "group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"}
+    assert [r["groupVersionKind"] for r in trainjobs["spec"]["resources"]] == [
+        {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+        {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"}]
 
 
 def test_the_rules_count_gpu_requests_of_running_pods_and_carry_the_namespaces_queue():
-    pod_rule, tenant_rule, trainjob_rule = M.recording_rules()["groups"][0]["rules"]
+    pod_rule, tenant_rule, trainjob_rule, _ = M.recording_rules()["groups"][0]["rules"]
     assert 'kube_pod_container_resource_requests{resource="nvidia_com_gpu"}' in pod_rule["expr"]
     assert 'kube_pod_status_phase{phase="Running"}' in pod_rule["expr"]
     assert "label_trainyard_dev_queue" in tenant_rule["expr"] and "kube_namespace_labels" in tenant_rule["expr"]
@@ -40,7 +42,7 @@ def test_kube_state_metrics_exposes_the_labels_the_rules_join_on():
     assert "--custom-resource-state-config-file=/t.yaml" in args
     assert "--resources=pods,namespaces,nodes,resourcequotas" in args
     allow = next(a for a in args if a.startswith("--metric-labels-allowlist="))
-    assert "pods=[jobset.sigs.k8s.io/jobset-name," in allow and "namespaces=[trainyard.dev/queue," in allow
+    assert "pods=[jobset.sigs.k8s.io/jobset-name," in allow and "namespaces=[trainyard.dev/tenant,trainyard.dev/queue," in allow
 
 
 def test_prometheus_keeps_its_data_outside_the_clusters_directory(tmp_path, monkeypatch):
@@ -48,3 +50,20 @@ def test_prometheus_keeps_its_data_outside_the_clusters_directory(tmp_path, monk
     args = M.prometheus_args(Path("/c.yaml"), M.data_dir("demo"), 9090)
     assert f"--storage.tsdb.path={M.data_dir('demo')}" in args and "--storage.tsdb.retention.time=30d" in args
     assert "usage/demo/prometheus" in str(M.data_dir("demo")) and "clusters" not in str(M.data_dir("demo"))
+
+
+def test_a_queues_entitlement_is_its_deserved_gpus_else_its_weight_share_among_tenant_queues():
+    entitled = M.recording_rules()["groups"][0]["rules"][3]
+    assert entitled["record"] == "trainyard:queue_gpus:entitled"
+    deserved, weight_share = entitled["expr"].split(" or ")
+    assert "trainyard_queue_deserved_gpus" in deserved and "label_trainyard_dev_queue" in deserved
+    assert "trainyard_queue_weight" in weight_share
+    assert 'kube_node_status_allocatable{resource="nvidia_com_gpu"}' in weight_share
+
+
+def test_queue_metrics_read_weight_and_the_gpus_of_deserved_and_capability():
+    queue = M.trainjob_metrics()["spec"]["resources"][1]
+    paths = {m["name"]: (m["each"]["gauge"]["path"], m["each"]["gauge"]["valueFrom"]) for m in queue["metrics"]}
+    assert paths == {"weight": (["spec"], ["weight"]),
+                     "deserved_gpus": (["spec", "deserved"], ["nvidia.com/gpu"]),
+                     "capability_gpus": (["spec", "capability"], ["nvidia.com/gpu"])}

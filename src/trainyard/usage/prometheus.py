@@ -1,0 +1,152 @@
+"""Reading a window's usage record from Prometheus: the PromQL (pure), the answers turned into a record (pure), and
+the thin HTTP client between them.
+
+Every query is instant, at the window's end, over the window (`last_over_time(...[W])`): what was last known of
+each pod, TrainJob, namespace and queue that appeared in it; only the entitlement is read as a range, because it
+is a level that changes over time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from trainyard.cluster import monitoring as M
+from trainyard.errors import TrainyardError
+from trainyard.usage.record import OUTCOMES, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
+
+POD = ("namespace", "pod", "uid")
+JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
+TENANT_LABEL, QUEUE_LABEL, CATALOG_LABEL = (M.series_label(label) for label in M.NAMESPACE_LABELS)
+MOST_ENTITLEMENT_POINTS = 5000
+"""Range reads of a queue's entitlement take at most this many steps (Prometheus refuses above 11,000)."""
+
+
+class UsageError(TrainyardError):
+    pass
+
+
+def window(seconds: float) -> str:
+    return f"{max(1, math.ceil(seconds))}s"
+
+
+def instant_queries(since: float, until: float) -> dict[str, str]:
+    """Name -> PromQL, each evaluated at `until`."""
+    w = window(until - since)
+    gpu = f'resource="{M.GPU_METRIC_RESOURCE}"'
+    return {
+        "gpus": f"sum by (namespace, pod, uid) (last_over_time(kube_pod_container_resource_requests{{{gpu}}}[{w}]))",
+        "start": f"last_over_time(kube_pod_start_time[{w}])",
+        "present": "kube_pod_start_time",
+        "completion": f"last_over_time(kube_pod_completion_time[{w}])",
+        "deletion": f"last_over_time(kube_pod_deletion_timestamp[{w}])",
+        "last_seen": f"max_over_time(timestamp(kube_pod_start_time)[{w}:{M.SCRAPE_INTERVAL_S}s])",
+        "jobset": f'last_over_time(kube_pod_labels{{{JOBSET_LABEL}!=""}}[{w}])',
+        "priority": f'max by (namespace, pod, uid, priority_class) (last_over_time(kube_pod_info{{priority_class!=""}}[{w}]))',
+        "namespaces": f"last_over_time(kube_namespace_labels[{w}])",
+        "trainjob_info": f"last_over_time({M.TRAINJOB_PREFIX}_info[{w}])",
+        "trainjob_created": f"last_over_time({M.TRAINJOB_PREFIX}_created[{w}])",
+        "trainjob_outcome": (f'last_over_time({M.TRAINJOB_PREFIX}_condition{{type=~"{"|".join(OUTCOMES)}"}}[{w}]) '
+                             f"== 1"),
+        "trainjob_outcome_time": f'last_over_time({M.TRAINJOB_PREFIX}_condition_time{{type=~"{"|".join(OUTCOMES)}"}}[{w}])',
+    }
+
+
+def entitlement_step(since: float, until: float) -> float:
+    return max(float(M.SCRAPE_INTERVAL_S), math.ceil((until - since) / MOST_ENTITLEMENT_POINTS))
+
+
+def _by(series: list[dict], labels: tuple[str, ...]) -> dict[tuple[str, ...], tuple[dict, float]]:
+    return {tuple(s["metric"].get(label, "") for label in labels): (s["metric"], float(s["value"][1]))
+            for s in series}
+
+
+def build_record(answers: dict[str, list[dict]], entitlement: list[dict], since: float, until: float) -> UsageRecord:
+    """A record from the answers to `instant_queries` and the entitlement's range answer."""
+    gpus = {key: value for key, (_, value) in _by(answers["gpus"], POD).items() if value > 0}
+    starts = {key: value for key, (_, value) in _by(answers["start"], POD).items()}
+    present = set(_by(answers["present"], POD))
+    completion, deletion, last_seen = ({key: value for key, (_, value) in _by(answers[name], POD).items()}
+                                       for name in ("completion", "deletion", "last_seen"))
+    jobsets = {key: metric.get(JOBSET_LABEL, "") for key, (metric, _) in _by(answers["jobset"], POD).items()}
+    classes = {key: metric.get("priority_class", "") for key, (metric, _) in _by(answers["priority"], POD).items()}
+    pods = [PodSpan(namespace=key[0], pod=key[1], gpus=count, start=starts[key],
+                    end=pod_end(completion.get(key), deletion.get(key), last_seen.get(key), key in present),
+                    trainjob=jobsets.get(key, ""), priority_class=classes.get(key, ""))
+            for key, count in sorted(gpus.items()) if key in starts]
+    namespaces = {}
+    for series in answers["namespaces"]:
+        labels = series["metric"]
+        if labels.get(QUEUE_LABEL) or labels.get(TENANT_LABEL):
+            namespaces[labels["namespace"]] = Tenancy(tenant=labels.get(TENANT_LABEL) or labels["namespace"],
+                                                      queue=labels.get(QUEUE_LABEL, ""),
+                                                      catalog=labels.get(CATALOG_LABEL, ""))
+    return UsageRecord(since=since, until=until, pods=pods, trainjobs=trainjob_facts(answers), namespaces=namespaces,
+                       entitlement={s["metric"].get("queue", ""): [(float(t), float(v)) for t, v in s["values"]]
+                                    for s in entitlement})
+
+
+def trainjob_facts(answers: dict[str, list[dict]]) -> list[TrainJobFacts]:
+    key = ("namespace", "trainjob")
+    info = _by(answers["trainjob_info"], key)
+    created = _by(answers["trainjob_created"], key)
+    outcomes = {k: metric.get("type", "") for k, (metric, _) in _by(answers["trainjob_outcome"], key).items()}
+    times = {k[:2]: value for k, (_, value) in _by(answers["trainjob_outcome_time"], (*key, "type")).items()
+             if outcomes.get(k[:2]) == k[2]}
+    facts = []
+    for name in sorted(set(info) | set(created)):
+        labels = info.get(name, ({}, 0.0))[0]
+        facts.append(TrainJobFacts(namespace=name[0], name=name[1], runtime=labels.get("runtime", ""),
+                                   priority_class=labels.get("priority_class", ""),
+                                   created=created[name][1] if name in created else None,
+                                   outcome=outcomes.get(name, ""), finished=times.get(name)))
+    return facts
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    """Prometheus' HTTP query API at `url`."""
+
+    url: str
+    timeout_s: float = 60.0
+
+    def _get(self, path: str, params: dict[str, str]) -> list[dict]:
+        address = f"{self.url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(address, timeout=self.timeout_s) as answer:
+                body = json.load(answer)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise UsageError(f"Prometheus at {self.url} refused {params.get('query', '')!r}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise UsageError(f"cannot reach Prometheus at {self.url} ({exc}): start the local cluster with "
+                             f"`make up`, or pass --prometheus URL of the platform's Prometheus") from exc
+        if body.get("status") != "success":
+            raise UsageError(f"Prometheus at {self.url} answered {body.get('error', body)!r}")
+        return body["data"]["result"]
+
+    def query(self, promql: str, at: float) -> list[dict]:
+        return self._get("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        return self._get("/api/v1/query_range", {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                                 "step": f"{step:g}"})
+
+
+def read_record(prometheus: Prometheus, since: float, until: float) -> UsageRecord:
+    """The usage record of [since, until] as Prometheus holds it."""
+    answers = {name: prometheus.query(promql, until) for name, promql in instant_queries(since, until).items()}
+    entitlement = prometheus.query_range(M.QUEUE_ENTITLED, since, until, entitlement_step(since, until))
+    return build_record(answers, entitlement, since, until)
+
+
+def local_url(cluster_name: str) -> str | None:
+    """The Prometheus of a running local cluster, None when it runs none."""
+    from trainyard.cluster import local
+
+    return local.status(cluster_name).get("prometheus")
+

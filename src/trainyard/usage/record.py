@@ -1,0 +1,79 @@
+"""What the usage record holds for a window of time, as plain values (pure): the span each GPU pod held its GPUs,
+each TrainJob's runtime, creation and outcome, each namespace's tenant and queue, and each queue's entitlement.
+
+GPU-hours come from the pods' own timestamps (status.startTime to the last container's finishedAt) that
+kube-state-metrics exports, not from the 15 s sample grid: a short pod counts to the second, and a restart of
+Prometheus or of the controller loses nothing once the pod has been scraped after it ended. Only a pod deleted
+while it ran has no end of its own: it ends when its series does (within a scrape interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_TENANT = "(no tenant)"
+NONE = "(none)"
+OUTCOMES = ("Complete", "Failed")
+
+
+@dataclass(frozen=True)
+class PodSpan:
+    """A pod that requested GPUs and started: when it held them. `end` None: it still ran when the window closed."""
+
+    namespace: str
+    pod: str
+    gpus: float
+    start: float
+    end: float | None
+    trainjob: str = ""  # its JobSet's name, "" for a pod of no TrainJob
+    priority_class: str = ""
+
+    def held_within(self, since: float, until: float) -> float:
+        """GPU-seconds it held inside [since, until]."""
+        return self.gpus * max(0.0, min(until if self.end is None else self.end, until) - max(self.start, since))
+
+
+@dataclass(frozen=True)
+class TrainJobFacts:
+    namespace: str
+    name: str
+    runtime: str = ""
+    priority_class: str = ""
+    created: float | None = None
+    outcome: str = ""  # Complete, Failed or "" (neither yet)
+    finished: float | None = None  # when the outcome's condition turned True
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """A namespace's tenant, queue and pinned catalog release (its labels); a namespace of no tenant has none."""
+
+    tenant: str = NO_TENANT
+    queue: str = ""
+    catalog: str = ""
+
+
+@dataclass
+class UsageRecord:
+    since: float
+    until: float
+    pods: list[PodSpan] = field(default_factory=list)
+    trainjobs: list[TrainJobFacts] = field(default_factory=list)
+    namespaces: dict[str, Tenancy] = field(default_factory=dict)
+    entitlement: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """Queue -> (time, GPUs it was entitled to) samples, in time order."""
+
+    def tenancy(self, namespace: str) -> Tenancy:
+        return self.namespaces.get(namespace, Tenancy())
+
+
+def pod_end(completion: float | None, deletion: float | None, last_seen: float | None, present: bool) -> float | None:
+    """When a pod stopped holding its GPUs: its last container's finish; else, once gone, when deletion began or
+    its series last appeared; None while it still exists without having finished (it holds them at the window's
+    end)."""
+    if completion is not None:
+        return completion
+    if present:
+        return None
+    candidates = [t for t in (deletion, last_seen) if t is not None]
+    return min(candidates) if candidates else None

@@ -1,0 +1,85 @@
+"""`trainyard usage` output: a table for people, JSON (one object per group) and CSV for the finance sheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from typing import Iterable
+
+from trainyard.timestamps import format_time
+from trainyard.usage.account import GroupUsage
+
+FORMATS = ("table", "json", "csv")
+FIELDS = ("gpu_hours", "gpu_hours_within", "gpu_hours_borrowed", "wait_p50_s", "wait_p95_s", "started", "waiting",
+          "completed", "failed")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, option: str = "--since") -> float:
+    """Seconds of a duration such as 90m, 36h, 7d, 2w (or several: 1d12h)."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"{option} {text!r} is not a duration: write a number and a unit s, m, h, d or w, "
+                         f"such as 7d or 36h")
+    seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise ValueError(f"{option} {text!r} is empty: give a window longer than 0")
+    return seconds
+
+
+def row(by: str, usage: GroupUsage, since: float, until: float) -> dict:
+    values = {name: getattr(usage, name) for name in FIELDS}
+    for name in ("gpu_hours", "gpu_hours_within", "gpu_hours_borrowed"):
+        values[name] = round(values[name], 4)
+    for name in ("wait_p50_s", "wait_p95_s"):
+        values[name] = None if values[name] is None else round(values[name], 1)
+    return {"group": usage.group, "by": by, by: usage.group, **values,
+            "since": format_time_s(since), "until": format_time_s(until)}
+
+
+def format_time_s(seconds: float) -> str:
+    import datetime as dt
+
+    return format_time(dt.datetime.fromtimestamp(seconds, dt.timezone.utc))
+
+
+def to_json(by: str, rows: Iterable[GroupUsage], since: float, until: float) -> str:
+    return json.dumps([row(by, usage, since, until) for usage in rows], indent=2)
+
+
+def to_csv(by: str, rows: Iterable[GroupUsage], since: float, until: float) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[by, *FIELDS, "since", "until"], extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for usage in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row(by, usage, since, until).items()})
+    return out.getvalue()
+
+
+def _wait(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
+def to_table(by: str, rows: list[GroupUsage], since: float, until: float) -> str:
+    header: tuple[str, ...] = (by, "GPU-h", "within", "borrowed", "wait p50", "wait p95", "started", "waiting", "completed", "failed")
+    lines: list[tuple[str, ...]] = [(u.group, f"{u.gpu_hours:.2f}", f"{u.gpu_hours_within:.2f}", f"{u.gpu_hours_borrowed:.2f}",
+              _wait(u.wait_p50_s), _wait(u.wait_p95_s), str(u.started), str(u.waiting), str(u.completed),
+              str(u.failed)) for u in rows]
+    total = sum(u.gpu_hours for u in rows)
+    lines.append(("total", f"{total:.2f}", f"{sum(u.gpu_hours_within for u in rows):.2f}",
+                  f"{sum(u.gpu_hours_borrowed for u in rows):.2f}", "", "", *(str(sum(getattr(u, f) for u in rows))
+                                                                              for f in FIELDS[5:])))
+    widths = [max(len(line[i]) for line in (header, *lines)) for i in range(len(header))]
+    text = [f"GPU usage by {by}, {format_time_s(since)} to {format_time_s(until)}"]
+    for line in (header, *lines):
+        text.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))))
+    return "\n".join(text)
+
+
+def render(output: str, by: str, rows: list[GroupUsage], since: float, until: float) -> str:
+    return {"json": to_json, "csv": to_csv, "table": to_table}[output](by, rows, since, until)

@@ -1,0 +1,111 @@
+"""A usage record built from Prometheus' answers (pure: answers shaped as its HTTP API returns them), and the three
+output formats of `trainyard usage`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from trainyard.usage import prometheus as P
+from trainyard.usage.account import GroupUsage
+from trainyard.usage.record import PodSpan, Tenancy, TrainJobFacts
+from trainyard.usage.render import parse_duration, render
+
+POD = {"namespace": "team-a", "pod": "tj-node-0-0-abcde", "uid": "u1"}
+
+
+def sample(value, **labels):
+    return {"metric": labels, "value": [2000.0, str(value)]}
+
+
+def answers(**overrides):
+    empty = {name: [] for name in P.instant_queries(0, 1)}
+    return {**empty, **overrides}
+
+
+def test_every_query_reads_the_whole_window_at_its_end():
+    queries = P.instant_queries(since=1000.0, until=1000.0 + 7 * 86400)
+    assert "[604800s]" in queries["start"] and "[604800s:15s]" in queries["last_seen"]
+    assert queries["present"] == "kube_pod_start_time"  # the pods that still exist at the window's end
+    assert 'resource="nvidia_com_gpu"' in queries["gpus"]
+
+
+def test_a_finished_pod_of_a_trainjob_becomes_a_span_with_its_tenancy_and_class():
+    record = P.build_record(answers(
+        gpus=[sample(8, **POD)], start=[sample(100, **POD)], completion=[sample(400, **POD)],
+        present=[sample(100, **POD)], last_seen=[sample(1990, **POD)],
+        jobset=[sample(1, **POD, label_jobset_sigs_k8s_io_jobset_name="tj")],
+        priority=[sample(1, **POD, priority_class="team-a-default")],
+        namespaces=[sample(1, namespace="team-a", label_trainyard_dev_tenant="team-a",
+                           label_trainyard_dev_queue="team-a", label_trainyard_dev_catalog_version="1.2.0"),
+                    sample(1, namespace="kube-system")],
+        trainjob_info=[sample(1, namespace="team-a", trainjob="tj", runtime="torch-distributed",
+                              priority_class="team-a-default")],
+        trainjob_created=[sample(90, namespace="team-a", trainjob="tj")],
+        trainjob_outcome=[sample(1, namespace="team-a", trainjob="tj", type="Complete", reason="JobsCompleted")],
+        trainjob_outcome_time=[sample(401, namespace="team-a", trainjob="tj", type="Complete", reason="x"),
+                               sample(300, namespace="team-a", trainjob="tj", type="Failed", reason="y")]),
+        [{"metric": {"queue": "team-a"}, "values": [[0, "16"], [15, "16"]]}], since=0.0, until=2000.0)
+    assert record.pods == [PodSpan("team-a", "tj-node-0-0-abcde", 8.0, 100.0, 400.0, "tj", "team-a-default")]
+    assert record.namespaces == {"team-a": Tenancy("team-a", "team-a", "1.2.0")}
+    assert record.trainjobs == [TrainJobFacts("team-a", "tj", "torch-distributed", "team-a-default", 90.0,
+                                              "Complete", 401.0)]
+    assert record.entitlement == {"team-a": [(0.0, 16.0), (15.0, 16.0)]}
+
+
+def test_pods_without_gpus_or_that_never_started_are_left_out():
+    other = {**POD, "pod": "cpu-only", "uid": "u2"}
+    pending = {**POD, "pod": "pending", "uid": "u3"}
+    record = P.build_record(answers(gpus=[sample(8, **POD), sample(0, **other), sample(8, **pending)],
+                                    start=[sample(100, **POD), sample(100, **other)],
+                                    present=[sample(100, **POD)]), [], 0.0, 2000.0)
+    assert [(p.pod, p.end) for p in record.pods] == [("tj-node-0-0-abcde", None)]
+
+
+def test_a_pod_recreated_under_the_same_name_counts_twice():
+    again = {**POD, "uid": "u9"}
+    record = P.build_record(answers(gpus=[sample(8, **POD), sample(8, **again)],
+                                    start=[sample(100, **POD), sample(500, **again)],
+                                    deletion=[sample(450, **POD)], last_seen=[sample(455, **POD)],
+                                    present=[sample(500, **again)]), [], 0.0, 2000.0)
+    assert sorted((p.start, p.end) for p in record.pods) == [(100.0, 450.0), (500.0, None)]
+
+
+@pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("36h", 36 * 3600), ("90m", 5400), ("2w", 14 * 86400),
+                                           ("1d12h", 36 * 3600), ("45s", 45)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["7", "seven days", "7 d", "0d", "-1d", "7y"])
+def test_a_bad_duration_names_the_option_and_the_form(text):
+    with pytest.raises(ValueError, match=r"--since .*(not a duration: write a number and a unit|is empty)"):
+        parse_duration(text)
+
+
+ROWS = [GroupUsage("team-a", 48.0, 8.0, 10.0, 590.5, 2, 1, 3, 1), GroupUsage("team-b", 16.0, 0.0, None, None, 0, 0,
+                                                                              0, 0)]
+
+
+def test_json_is_one_object_per_group_with_the_agreed_fields():
+    rows = json.loads(render("json", "tenant", ROWS, 0.0, 7 * 86400.0))
+    assert [r["group"] for r in rows] == ["team-a", "team-b"] and rows[0]["tenant"] == "team-a"
+    assert {k: rows[0][k] for k in ("gpu_hours", "gpu_hours_borrowed", "wait_p50_s", "wait_p95_s", "completed",
+                                    "failed")} == {"gpu_hours": 48.0, "gpu_hours_borrowed": 8.0, "wait_p50_s": 10.0,
+                                                   "wait_p95_s": 590.5, "completed": 3, "failed": 1}
+    assert rows[1]["wait_p50_s"] is None and rows[0]["since"] == "1970-01-01T00:00:00Z"
+
+
+def test_csv_has_a_header_and_a_row_per_group():
+    rows = list(csv.DictReader(io.StringIO(render("csv", "queue", ROWS, 0.0, 3600.0))))
+    assert [r["queue"] for r in rows] == ["team-a", "team-b"]
+    assert (rows[0]["gpu_hours_within"], rows[1]["wait_p50_s"]) == ("40.0", "")
+
+
+def test_the_table_ends_with_a_total():
+    text = render("table", "tenant", ROWS, 0.0, 3600.0)
+    total = text.splitlines()[-1].split()
+    assert total[:4] == ["total", "64.00", "56.00", "8.00"] and total[-2:] == ["3", "1"]
