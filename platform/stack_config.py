@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping
 from trainyard.platform.problems import StackConfigError, errors_of
 from trainyard.platform.stack_fields import Section, default_of, is_scalar, stack_keys, value_types
 from trainyard.platform.stack_model import (  # noqa: F401  (re-exported: components import them from here)
+    BUDGET_ACTIONS,
+    BUDGET_PERIODS,
     NAMESPACE,
     POD_SECURITY_LEVELS,
     WEBHOOK_CERTIFICATE_SOURCES,
@@ -23,6 +25,7 @@ from trainyard.platform.stack_model import (  # noqa: F401  (re-exported: compon
     ControllerSpec,
     PolicySpec,
     StackConfig,
+    TenantBudget,
     TenantGroups,
     TenantLimits,
     TenantNetworkPolicy,
@@ -70,6 +73,7 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
     limits = tenant.child("limits", TenantLimits)
     groups = tenant.child("groups", TenantGroups)
     network = tenant.child("networkPolicy", TenantNetworkPolicy)
+    budget = tenant.child("budget", TenantBudget)
     queue = tenant.child("queue", QueueSpec, required=True)
     return TenantSpec(
         name=name,
@@ -85,6 +89,7 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
                             users=groups.names("users") or TenantGroups.defaults_for(name).users),
         pod_security=tenant.scalar("podSecurity"),
         network_policy=TenantNetworkPolicy(**network.scalars()),
+        budget=TenantBudget(**budget.scalars()) if budget.data else None,
     )
 
 

@@ -75,6 +75,26 @@ class TenantGroups:
         return cls((f"{tenant}-admins",), (f"{tenant}-users",))
 
 
+BUDGET_PERIODS = ("weekly", "monthly")
+BUDGET_ACTIONS = ("closeQueue", "demotePriority")
+
+
+@dataclass(frozen=True)
+class TenantBudget:
+    """GPU-hours a tenant may use per period (weeks from Monday, months from the 1st, UTC). At 80 % its TrainJobs
+    get a Warning event; at 100 % the controller closes its queue (running gangs go on, no new one is admitted)
+    or gives its new TrainJobs the class `demote_to`, until the next period begins."""
+
+    gpu_hours: float
+    action: str
+    period: str = "monthly"
+    demote_to: str | None = None
+
+    def as_annotation(self) -> dict:
+        return {"gpuHours": self.gpu_hours, "period": self.period, "action": self.action,
+                **({"demoteTo": self.demote_to} if self.demote_to else {})}
+
+
 @dataclass(frozen=True)
 class TenantNetworkPolicy:
     default_deny: bool | None = None
@@ -95,6 +115,7 @@ class TenantSpec:
     groups: TenantGroups = TenantGroups((), ())
     pod_security: str | None = None
     network_policy: TenantNetworkPolicy = TenantNetworkPolicy()
+    budget: TenantBudget | None = None
 
     @property
     def default_deny_network(self) -> bool | None:

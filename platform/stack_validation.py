@@ -17,6 +17,8 @@ from trainyard.platform.stack_reader import entry_labels, total
 from trainyard.platform.stack_config import (
     NAMESPACE,
     POD_SECURITY_LEVELS,
+    BUDGET_ACTIONS,
+    BUDGET_PERIODS,
     StackConfig,
     TenantSpec,
     WEBHOOK_CERTIFICATE_SOURCES,
@@ -256,6 +258,44 @@ def check_tenant_policies(config: StackConfig) -> list[ConfigProblem]:
     return out
 
 
+def check_budgets(config: StackConfig) -> list[ConfigProblem]:
+    """A budget: GPU-hours above 0, a known period and action; demotePriority names a declared class below the
+    tenant's default (a demotion), and only demotePriority takes demoteTo."""
+    out = []
+    values = {p.name: p.value for p in config.priority_classes}
+    for path, tenant in _tenants(config):
+        budget, at = tenant.budget, f"{path}.budget"
+        if budget is None:
+            continue
+
+        def problem(key: str, message: str, fix: str) -> None:
+            out.append(ConfigProblem(config.file, f"{at}.{key}", message, fix))
+
+        if budget.gpu_hours <= 0:
+            problem("gpuHours", f"{budget.gpu_hours:g} is not above 0", "give the GPU-hours the tenant may use per "
+                    "period, or remove the budget")
+        if budget.period not in BUDGET_PERIODS:
+            problem("period", f"{budget.period!r} is unknown", f"use one of {', '.join(BUDGET_PERIODS)}")
+        if budget.action not in BUDGET_ACTIONS:
+            problem("action", f"{budget.action!r} is unknown", f"use one of {', '.join(BUDGET_ACTIONS)}")
+        if budget.action == "demotePriority":
+            if not budget.demote_to:
+                problem("demoteTo", "demotePriority needs the class to demote to",
+                        f"name one of {', '.join(sorted(values)) or 'the declared priority classes'}")
+            elif budget.demote_to not in values:
+                problem("demoteTo", f"unknown priority class {budget.demote_to!r}",
+                        f"declare it under {NAMESPACE}:priorityClasses or use one of: {', '.join(sorted(values))}")
+            elif tenant.default_priority_class in values and \
+                    values[budget.demote_to] >= values[tenant.default_priority_class]:
+                problem("demoteTo", f"{budget.demote_to} ({values[budget.demote_to]}) is not below the tenant's "
+                        f"default {tenant.default_priority_class} ({values[tenant.default_priority_class]})",
+                        "demote to a class of lower value")
+        elif budget.demote_to:
+            problem("demoteTo", f"only demotePriority demotes; the action is {budget.action}",
+                    "remove demoteTo or set action: demotePriority")
+    return out
+
+
 def check_controller(config: StackConfig) -> list[ConfigProblem]:
     out, ctl, base = [], config.controller, f"{NAMESPACE}:controller"
     if ctl.replicas < 1:
@@ -320,7 +360,7 @@ def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:
 
 
 RULES = (check_names, check_duplicates, check_cluster, check_capacity, check_oversubscription, check_queue_parents,
-         check_priority_classes, check_tenant_policies, check_controller)
+         check_priority_classes, check_tenant_policies, check_budgets, check_controller)
 
 
 def validate_stack(config: StackConfig, catalog: Catalog | None = None) -> list[ConfigProblem]:

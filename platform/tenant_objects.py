@@ -6,6 +6,8 @@ gangs on the queue, while quota admission rejects pods one by one (and could str
 
 from __future__ import annotations
 
+import json
+
 from trainyard import k8s as K
 from trainyard.k8s import TENANT_LABEL
 from trainyard.k8s import part_of_trainyard
@@ -30,6 +32,8 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
     if tenant.default_priority_class:
         out[K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION] = tenant.default_priority_class
+    if tenant.budget is not None:
+        out[K.NAMESPACE_BUDGET_ANNOTATION] = json.dumps(tenant.budget.as_annotation(), sort_keys=True)
     return out
 
 

@@ -92,6 +92,10 @@ TENANT_LABEL = f"{TRAINYARD_DOMAIN}/tenant"
 NAMESPACE_QUEUE_LABEL = f"{TRAINYARD_DOMAIN}/queue"
 NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  # comma-separated
 NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
+NAMESPACE_BUDGET_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget"
+"""A tenant's GPU-hour budget as the platform renders it (JSON: gpuHours, period, action, demoteTo)."""
+NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"
+"""What the controller last found of the budget (JSON: period, gpuHours spent, state, since, action applied)."""
 PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
 RESERVATION_TAINT = f"{TRAINYARD_DOMAIN}/reserved-for"  # NoSchedule on nodes held for a waiting gang; value = the gang
 RECLAIMED_FOR_ANNOTATION = f"{TRAINYARD_DOMAIN}/reclaimed-for"  # on a TrainJob suspended to make room: "<ns>/<gang> <epoch s>"

@@ -6,6 +6,7 @@ from trainyard import k8s as K
 import html
 import json
 from pathlib import Path
+from typing import Sequence
 
 from .report import Report
 
@@ -84,14 +85,17 @@ def _html_table(rows: list[dict]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def write_html(report: Report, out: Path) -> Path:
+def write_html(report: Report, out: Path, extra_sections: Sequence[tuple[str, list[dict]]] = (),
+               extra_images: Sequence[str] = (), extra_json: dict | None = None) -> Path:
+    """index.html, report.json and the plots; `extra_*` add what another part of the report computed (the usage
+    over a window: its table, plots already written under `out`, and its JSON under its own keys)."""
     out.mkdir(parents=True, exist_ok=True)
-    images = plots(report, out)
-    (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
+    images = [*plots(report, out), *extra_images]
+    (out / "report.json").write_text(json.dumps({**report.to_dict(), **(extra_json or {})}, indent=2))
     t = report.totals
     sections = [
         ("GPUs by node", report.nodes), ("GPUs by rack", report.racks), (f"Queues ({K.GPU_RESOURCE})", report.queues),
-        ("Pending gangs", report.pending), ("Tenant quotas", report.quotas)]
+        ("Pending gangs", report.pending), ("Tenant quotas", report.quotas), *extra_sections]
     body = [f"<h1>trainyard capacity report</h1><p>{t.get('allocatable', 0)} GPUs allocatable, "
             f"{t.get('allocated', 0)} allocated, {t.get('free', 0)} free, {t.get('fragmented', 0)} fragmented "
             f"(free GPUs on nodes that cannot host a full 8-GPU pod), {t.get('nodes', 0)} nodes.</p>"]

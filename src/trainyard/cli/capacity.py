@@ -77,8 +77,14 @@ def report_command(
                                                        "the nodes, pending gangs and quota rows)"),
     default_run: float = typer.Option(3600.0, "--default-run", min=1.0, help="seconds a job runs in all when its "
                                       "trainerStatus gives no estimate (for the pending gangs' start estimates)"),
+    since: Optional[str] = typer.Option(None, "--since", help="also the usage over this window (7d, 36h), read "
+                                        "from Prometheus: GPU-hours per tenant and, with --out, its plots"),
+    prometheus: Optional[str] = typer.Option(None, "--prometheus", help="with --since: the platform's Prometheus "
+                                             "URL (default: $TRAINYARD_PROMETHEUS, else the local cluster's)"),
+    name: str = typer.Option("trainyard", "--name", help="with --since: the local cluster whose Prometheus is read"),
 ) -> None:
-    """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas."""
+    """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas;
+    with --since, the GPU usage of each tenant over that window."""
     from trainyard.capacity import live
     from trainyard.capacity.report import TEXT_ROWS, build_report, render_text
 
@@ -94,11 +100,26 @@ def report_command(
         raise typer.Exit(2)
     report = build_report(snap, start_estimates=words)
     typer.echo(render_text(report, limit=None if all_rows else TEXT_ROWS))
+    window = None if since is None else usage_window(since, prometheus, name)
+    if window is not None:
+        typer.echo("\n" + window.table)
     if out is not None:
         from trainyard.capacity.html import write_html
 
-        path = write_html(report, out)
+        extra = {} if window is None else window.write(out)
+        path = write_html(report, out, **extra)
         typer.echo(f"\nwrote {path}")
+
+
+def usage_window(since: str, prometheus: str | None, name: str):
+    """The usage part of `report --since` (exit 2 with the reason when Prometheus cannot be read)."""
+    from trainyard.usage.report_part import UsageWindow
+
+    try:
+        return UsageWindow.read(since, prometheus, name)
+    except (TrainyardError, ValueError) as err:
+        typer.echo(f"Error: {err}", err=True)
+        raise typer.Exit(2)
 
 
 def start_estimates(api, snap, default_run_s: float) -> dict[str, str] | None:

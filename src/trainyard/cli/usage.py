@@ -3,7 +3,6 @@ how their TrainJobs ended, read from the platform's Prometheus."""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import NoReturn, Optional
 
@@ -44,12 +43,8 @@ def usage_command(
     except ValueError as exc:
         refuse(str(exc) if "--since" in str(exc) else f"--until {until!r} is not an RFC 3339 time "
                f"(such as 2026-11-27T09:00:00Z): {exc}")
-    url = prometheus or os.environ.get("TRAINYARD_PROMETHEUS") or reader.local_url(name)
-    if not url:
-        refuse(f"no Prometheus to read: the local cluster {name!r} runs none (start it with `make up`); "
-               f"pass --prometheus URL for a platform's Prometheus")
     try:
-        record = reader.read_record(reader.Prometheus(url), end - span, end)
+        record = reader.read_record(reader.Prometheus(reader.resolve_url(prometheus, name)), end - span, end)
     except TrainyardError as exc:
         refuse(str(exc))
     typer.echo(render.render(output, by, account.account(record, by), end - span, end))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -144,9 +145,13 @@ def read_record(prometheus: Prometheus, since: float, until: float) -> UsageReco
     return build_record(answers, entitlement, since, until)
 
 
-def local_url(cluster_name: str) -> str | None:
-    """The Prometheus of a running local cluster, None when it runs none."""
+def resolve_url(given: str | None, cluster_name: str) -> str:
+    """The Prometheus to read: the one given, else $TRAINYARD_PROMETHEUS, else the running local cluster's."""
     from trainyard.cluster import local
 
-    return local.status(cluster_name).get("prometheus")
+    url = given or os.environ.get("TRAINYARD_PROMETHEUS") or local.status(cluster_name).get("prometheus")
+    if not url:
+        raise UsageError(f"no Prometheus to read: the local cluster {cluster_name!r} runs none (start it with "
+                         f"`make up`); pass --prometheus URL (or set TRAINYARD_PROMETHEUS) for a platform's Prometheus")
+    return url
 

@@ -66,6 +66,27 @@ CASES = [
     ("bad sdk namespace", ("controller",), {"sdkNamespace": "Kubeflow"}, "trainyard:controller.sdkNamespace", "lowercase"),
     ("sdk namespace is a tenant's", ("controller",), {"sdkNamespace": "team-a"}, "trainyard:controller.sdkNamespace",
      "default kubeflow-system"),
+    ("budget without gpuHours", ("tenants", 0, "budget"), {"action": "closeQueue"},
+     "trainyard:tenants[team-a].budget.gpuHours", "set gpuHours"),
+    ("budget of no GPU-hours", ("tenants", 0, "budget"), {"gpuHours": 0, "action": "closeQueue"},
+     "trainyard:tenants[team-a].budget.gpuHours", "remove the budget"),
+    ("budget period unknown", ("tenants", 0, "budget"), {"gpuHours": 10, "action": "closeQueue", "period": "daily"},
+     "trainyard:tenants[team-a].budget.period", "weekly, monthly"),
+    ("budget action unknown", ("tenants", 0, "budget"), {"gpuHours": 10, "action": "kill"},
+     "trainyard:tenants[team-a].budget.action", "closeQueue, demotePriority"),
+    ("budget demotion to nothing", ("tenants", 0, "budget"), {"gpuHours": 10, "action": "demotePriority"},
+     "trainyard:tenants[team-a].budget.demoteTo", "train-default, train-high"),
+    ("budget demotion upwards", ("tenants", 0, "budget"),
+     {"gpuHours": 10, "action": "demotePriority", "demoteTo": "train-high"},
+     "trainyard:tenants[team-a].budget.demoteTo", "lower value"),
+    ("budget demotion to an unknown class", ("tenants", 0, "budget"),
+     {"gpuHours": 10, "action": "demotePriority", "demoteTo": "scavenger"},
+     "trainyard:tenants[team-a].budget.demoteTo", "declare it"),
+    ("budget demoteTo without demotion", ("tenants", 0, "budget"),
+     {"gpuHours": 10, "action": "closeQueue", "demoteTo": "train-default"},
+     "trainyard:tenants[team-a].budget.demoteTo", "remove demoteTo"),
+    ("budget gpuHours of text", ("tenants", 0, "budget"), {"gpuHours": "lots", "action": "closeQueue"},
+     "trainyard:tenants[team-a].budget.gpuHours", "write a number"),
 ]
 
 
@@ -158,3 +179,21 @@ def test_controllers_run_locally_on_a_shared_stack_is_refused(tmp_path, stack):
     assert [p.field for p in problems] == ["trainyard:controllersRunLocally"], [str(p) for p in problems]
     assert "is not a local cluster's" in problems[0].message and "remove controllersRunLocally" in problems[0].fix
     assert problems[0].line == text.splitlines().index("config:") + 2  # the inserted line
+
+
+def test_a_budget_is_parsed_and_rendered_on_the_tenants_namespace(values, catalog):
+    import json
+
+    from trainyard.platform.stack_model import PolicySpec
+    from trainyard.platform.tenant_objects import render_namespace
+
+    values["priorityClasses"].append({"name": "scavenger", "value": 10})
+    values["tenants"][0]["budget"] = {"gpuHours": 500, "action": "demotePriority", "demoteTo": "scavenger",
+                                      "period": "weekly"}
+    values["tenants"][1]["budget"] = {"gpuHours": 80.5, "action": "closeQueue"}
+    config = load_stack(values, file=FILE, catalog=catalog)
+    team_a, team_b = config.tenants
+    assert (team_a.budget.gpu_hours, team_a.budget.period, team_a.budget.demote_to) == (500.0, "weekly", "scavenger")
+    assert (team_b.budget.period, team_b.budget.action) == ("monthly", "closeQueue")  # monthly unless told
+    annotation = render_namespace(team_b, PolicySpec())["metadata"]["annotations"]["trainyard.dev/budget"]
+    assert json.loads(annotation) == {"gpuHours": 80.5, "period": "monthly", "action": "closeQueue"}
