@@ -30,6 +30,10 @@ trainyard adds, without changing any upstream field:
   in the queue, so one failed gang would hold the tenant's capability until someone deleted the TrainJob
   (upstream v2.3 keeps it; kubeflow/trainer#4059 proposes deleting it). The JobSet and its pods stay, for
   logs. A Complete TrainJob's group is left: Volcano marks it Completed, which reserves nothing;
+- a tenant whose GPU-hour budget is exhausted with action demotePriority (the controller's budget loop writes
+  `trainyard.dev/budget-status` on the namespace) has its TrainJobs created since then built with the budget's
+  `demoteTo` class on every pod template, whatever class they selected; once a new period begins the status says so
+  and their builds (those not yet running) take their own class again;
 - a tenant namespace pins a catalog release (label `trainyard.dev/catalog-version`): its TrainingRuntimes
   are that release's, and a ClusterTrainingRuntime rendered from another release (its own
   `trainyard.dev/catalog-version` label) is refused at TrainJob create, naming the pinned release's copy in
@@ -41,10 +45,13 @@ A namespace without these labels/annotations is not restricted (plain upstream b
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Iterable
 
+from trainyard.budget_status import demotion
 from trainyard.k8s import runtime_jobs
+from trainyard.timestamps import parse_time
 
 from trainyard import k8s as K
 from . import constants as C
@@ -62,6 +69,18 @@ class TenantPolicy:
     priority_classes: tuple[str, ...] | None = None  # None: any class may be used
     default_priority_class: str | None = None
     catalog_version: str | None = None  # the runtime catalog release the namespace pins
+    demotion: tuple[str, dt.datetime] | None = None
+    """(class, since): the tenant's budget is exhausted with demotePriority; TrainJobs created since get the class."""
+
+    def demoted_class(self, trainjob: dict) -> str | None:
+        """The class a budget demotion gives this TrainJob (created at or after the demotion), else None."""
+        if self.demotion is None:
+            return None
+        created = (trainjob.get("metadata") or {}).get("creationTimestamp")
+        try:
+            return self.demotion[0] if created and parse_time(created) >= self.demotion[1] else None
+        except ValueError:
+            return None
 
 
 def tenant_policy(namespace: dict | None) -> TenantPolicy:
@@ -72,7 +91,8 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
     classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
     return TenantPolicy(queue=labels.get(K.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
                         default_priority_class=annotations.get(K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
-                        catalog_version=labels.get(K.CATALOG_VERSION_LABEL) or None)
+                        catalog_version=labels.get(K.CATALOG_VERSION_LABEL) or None,
+                        demotion=demotion(annotations.get(K.NAMESPACE_BUDGET_STATUS_ANNOTATION)))
 
 
 def namespace_policy(trainjob: dict, objects: Iterable[dict]) -> TenantPolicy:

@@ -83,8 +83,8 @@ class Reader:
             return default
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            kind = "number" if float in kinds else _kind_name(kinds[0])
-            self.problem(f"{path}.{key}", f"must be {kind}, got {value!r}", f"write a {kind}")
+            wanted = "number" if float in kinds else _kind_name(kinds[0])
+            self.problem(f"{path}.{key}", f"must be {wanted}, got {value!r}", f"write a {wanted}")
             return default
         if minimum is not None and isinstance(value, int) and not isinstance(value, bool) and value < minimum:
             self.problem(f"{path}.{key}", f"{value} is below {minimum}", f"use {minimum} or more")

@@ -28,10 +28,11 @@ from .framework import Context
 
 
 def enforce_pod_group_policy(info: RuntimeInfo, ctx: Context) -> None:
-    """The selected class replaces every pod template's; otherwise the namespace default fills the gaps.
+    """The selected class (or a budget's demotion) replaces every pod template's; otherwise the namespace default
+    fills the gaps.
     In a tenant namespace every pod is Volcano's (the gang's members, GPU or not, must all be in its cache)."""
-    selected = selected_priority_class(info.trainjob)
     policy = namespace_policy(info.trainjob, info.existing)
+    selected = policy.demoted_class(info.trainjob) or selected_priority_class(info.trainjob)
     default = policy.default_priority_class
     for job in k8s.replicated_jobs(info.spec):
         pod = k8s.pod_spec(job)

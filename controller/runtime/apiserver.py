@@ -51,6 +51,7 @@ RESOURCES = {r.kind: r for r in [
     Resource(K.JOBSET_API_VERSION, "JobSet", K.JOBSETS),
     Resource(K.VOLCANO_API_VERSION, "PodGroup", K.PODGROUPS),
     Resource(K.VOLCANO_API_VERSION, "Queue", K.QUEUES, namespaced=False),
+    Resource(K.VOLCANO_BUS_API_VERSION, "Command", "commands"),
     Resource("v1", "ConfigMap", "configmaps"),
     Resource("v1", "Secret", "secrets"),
     Resource("v1", "Event", "events"),

@@ -32,6 +32,8 @@ VOLCANO_VERSION = "v1beta1"
 VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
 VOLCANO_TOPOLOGY_GROUP = "topology.volcano.sh"
 VOLCANO_BATCH_GROUP = "batch.volcano.sh"
+VOLCANO_BUS_API_VERSION = "bus.volcano.sh/v1alpha1"
+"""Commands to Volcano's controllers (OpenQueue, CloseQueue), as `vcctl queue operate` sends them."""
 
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
 COSCHEDULING_VERSION = "v1alpha1"

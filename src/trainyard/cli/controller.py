@@ -48,6 +48,10 @@ def run_command(
                                                 "on waiting TrainJobs (0: none)."),
     default_run: float = typer.Option(3600.0, "--default-run", min=1,
                                       help="Seconds a job runs when its trainer reports no estimate (start estimates)."),
+    prometheus: Optional[str] = typer.Option(None, "--prometheus", help="URL of the platform's Prometheus (the usage "
+                                             "record): tenant budgets are enforced only with one."),
+    budgets_every: float = typer.Option(60.0, "--budgets-every", min=0,
+                                        help="Seconds between rounds of budget enforcement (0: none)."),
 ) -> None:
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
@@ -55,7 +59,8 @@ def run_command(
                          health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,
                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
-                         companions=start_estimates(start_estimates_every, default_run))
+                         companions=start_estimates(start_estimates_every, default_run)
+                         + budgets(prometheus, budgets_every))
     try:
         run(options)
     except UsageError as err:
@@ -72,6 +77,20 @@ def start_estimates(every_s: float, default_run_s: float) -> tuple:
         from trainyard.capacity.start_estimator import StartEstimator
 
         return StartEstimator(api, period=every_s, default_run_s=default_run_s, leading=leading)
+
+    return (factory,)
+
+
+def budgets(prometheus: str | None, every_s: float) -> tuple:
+    """The budget loop beside the controller (`usage.budget_enforcer`): with a Prometheus and `every_s` above 0."""
+    if not prometheus or every_s <= 0:
+        return ()
+
+    def factory(api, leading):
+        from trainyard.usage.budget_enforcer import BudgetEnforcer
+        from trainyard.usage.prometheus import Prometheus
+
+        return BudgetEnforcer(api, Prometheus(prometheus), period=every_s, leading=leading)
 
     return (factory,)
 

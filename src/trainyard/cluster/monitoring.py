@@ -155,7 +155,8 @@ def recording_rules() -> dict:
 
 def prometheus_args(config_file: Path, data_dir: Path, port: int) -> list[str]:
     return [f"--config.file={config_file}", f"--storage.tsdb.path={data_dir}",
-            f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{port}"]
+            f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{port}",
+            "--enable-feature=promql-experimental-functions"]  # ts_of_last_over_time: when a pod's series ended
 
 
 def data_dir(cluster_name: str) -> Path:

@@ -79,6 +79,9 @@ class ClusterSpec:
     start_estimates_every: float = 15.0
     """Seconds between the controller's rounds of start-estimate Events on waiting TrainJobs (0: none; the
     controller benchmarks turn it off, as upstream has nothing like it)."""
+    budgets_every: float = 60.0
+    """Seconds between the controller's rounds of tenant budget enforcement (with monitoring only: it reads the
+    GPU-hours from the cluster's Prometheus; 0: none)."""
     monitoring: bool = True
     """kube-state-metrics and Prometheus with trainyard's usage rules (`cluster.monitoring`); benchmarks and the
     test clusters that do not read usage turn it off."""

@@ -22,7 +22,7 @@ def write_plots(series: TenantSeries, out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    times = [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in series.middles]
+    times = mdates.date2num([dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in series.middles])
     names = list(series.held)
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.stackplot(times, [series.held[n] for n in names], labels=names, step="mid")

@@ -45,7 +45,7 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
         "present": "kube_pod_start_time",
         "completion": f"last_over_time(kube_pod_completion_time[{w}])",
         "deletion": f"last_over_time(kube_pod_deletion_timestamp[{w}])",
-        "last_seen": f"max_over_time(timestamp(kube_pod_start_time)[{w}:{M.SCRAPE_INTERVAL_S}s])",
+        "last_seen": f"ts_of_last_over_time(kube_pod_start_time[{w}])",
         "jobset": f'last_over_time(kube_pod_labels{{{JOBSET_LABEL}!=""}}[{w}])',
         "priority": f'max by (namespace, pod, uid, priority_class) (last_over_time(kube_pod_info{{priority_class!=""}}[{w}]))',
         "namespaces": f"last_over_time(kube_namespace_labels[{w}])",
@@ -138,9 +138,23 @@ class Prometheus:
                                                  "step": f"{step:g}"})
 
 
+def last_seen_fallback(since: float, until: float) -> str:
+    """Without Prometheus' experimental functions (3.5+, `--enable-feature=promql-experimental-functions`): the
+    same from a subquery, to within its step."""
+    step = max(M.SCRAPE_INTERVAL_S, math.ceil((until - since) / MOST_ENTITLEMENT_POINTS))
+    return f"max_over_time(timestamp(kube_pod_start_time)[{window(until - since)}:{step}s])"
+
+
 def read_record(prometheus: Prometheus, since: float, until: float) -> UsageRecord:
     """The usage record of [since, until] as Prometheus holds it."""
-    answers = {name: prometheus.query(promql, until) for name, promql in instant_queries(since, until).items()}
+    answers = {}
+    for name, promql in instant_queries(since, until).items():
+        try:
+            answers[name] = prometheus.query(promql, until)
+        except UsageError as exc:
+            if name != "last_seen" or "ts_of_last_over_time" not in str(exc):
+                raise
+            answers[name] = prometheus.query(last_seen_fallback(since, until), until)
     entitlement = prometheus.query_range(M.QUEUE_ENTITLED, since, until, entitlement_step(since, until))
     return build_record(answers, entitlement, since, until)
 

@@ -85,6 +85,31 @@ def test_build_without_namespace_is_upstream_but_the_label_still_selects():
     assert spec["priorityClassName"] == "training-high" and classes == ["training-high"]
 
 
+DEMOTED = {"trainyard.dev/budget-status": '{"period": "2026-11", "gpu_hours": 101, "budget": 100, "state": '
+           '"exhausted", "since": "2026-11-27T12:00:00Z", "action": "demotePriority", "demote_to": "scavenger"}'}
+
+
+@pytest.mark.parametrize("created,labels,status,expected", [
+    # created after the budget ran out with demotePriority: the demoted class, even over the TrainJob's choice
+    ("2026-11-27T12:00:00Z", {}, DEMOTED, "scavenger"),
+    ("2026-11-27T13:00:00Z", {PRIO: "training-high"}, DEMOTED, "scavenger"),
+    # created before: its own class (running gangs and those already waiting are not demoted)
+    ("2026-11-27T11:59:59Z", {}, DEMOTED, "team-a-default"),
+    ("2026-11-27T11:00:00Z", {PRIO: "training-high"}, DEMOTED, "training-high"),
+    # a new period's status (no action): its own class again
+    ("2026-11-27T13:00:00Z", {}, {"trainyard.dev/budget-status": DEMOTED["trainyard.dev/budget-status"].replace(
+        '"action": "demotePriority", ', "")}, "team-a-default"),
+    ("2026-11-27T13:00:00Z", {}, {"trainyard.dev/budget-status": "{broken"}, "team-a-default"),
+])
+def test_an_exhausted_budget_demotes_the_trainjobs_created_since(created, labels, status, expected):
+    tj = labelled(trainjob(trainer={"numNodes": 1}), **labels)
+    tj["metadata"]["creationTimestamp"] = created
+    ns = team_a_ns()
+    ns["metadata"]["annotations"].update(status)
+    spec, classes = build(tj, volcano_runtime(), ns)
+    assert (spec["priorityClassName"], classes) == (expected, [expected])
+
+
 def test_default_class_fills_only_pod_templates_without_one():
     rt = runtime(jobs=[job("init", "dataset-initializer", [{"name": "dataset-initializer"}], priorityClassName="low"),
                        job("node", "trainer")], ml={"torch": {}}, pod_group={"volcano": {}})

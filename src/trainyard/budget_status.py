@@ -1,0 +1,56 @@
+"""The budget status a tenant namespace carries (annotation `trainyard.dev/budget-status`, JSON), written by the
+controller's budget loop (`trainyard.usage.budgets`), read by `report` and by the build of new TrainJobs (a
+demotion). Ground level: both the controller core and the usage commands read it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass
+
+from trainyard.timestamps import parse_time
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """The annotation `trainyard.dev/budget-status`: what the controller found and did."""
+
+    period: str
+    gpu_hours: float
+    budget: float
+    state: str
+    since: str
+    """When the tenant entered `state` (RFC 3339)."""
+    action: str | None = None
+    """The action applied (exhausted only)."""
+    demote_to: str | None = None
+    runs_out: str | None = None
+
+    def to_annotation(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, sort_keys=True)
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> "BudgetStatus | None":
+        try:
+            data = json.loads(text) if text else None
+            return cls(period=str(data["period"]), gpu_hours=float(data["gpu_hours"]), budget=float(data["budget"]),
+                       state=str(data["state"]), since=str(data["since"]), action=data.get("action"),
+                       demote_to=data.get("demote_to"), runs_out=data.get("runs_out")) \
+                if isinstance(data, dict) else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.gpu_hours / self.budget if self.budget else 0.0
+
+
+def demotion(status_annotation: str | None) -> tuple[str, dt.datetime] | None:
+    """(class, since) while a demotePriority budget is exhausted: TrainJobs created since then get the class."""
+    status = BudgetStatus.from_annotation(status_annotation)
+    if status is None or status.action != "demotePriority" or not status.demote_to:
+        return None
+    try:
+        return status.demote_to, parse_time(status.since)
+    except ValueError:
+        return None

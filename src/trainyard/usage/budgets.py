@@ -1,0 +1,111 @@
+"""Tenant budgets (pure): periods, the state a tenant's spending puts it in, what the controller does about it, and
+the date the budget runs out at the period's pace so far.
+
+A budget is the namespace annotation `trainyard.dev/budget` the platform renders from the stack; what the
+controller last found is `trainyard.dev/budget-status` on the same namespace (JSON), which `report` reads and the
+build of new TrainJobs reads for a demotion. States: `ok` below 80 %, `warning` from 80 %, `exhausted` from 100 %.
+Exhausted, the action applies until the period ends: `closeQueue` closes the tenant's Volcano queue (Volcano admits
+no new gang into a queue that is not Open; running gangs go on) and reopens it when a new period begins, only if the
+controller closed it; `demotePriority` gives TrainJobs created from then on the class `demoteTo`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+
+from trainyard.budget_status import BudgetStatus
+from trainyard.timestamps import format_time
+
+PERIODS = ("weekly", "monthly")
+ACTIONS = ("closeQueue", "demotePriority")
+WARN_FRACTION = 0.8
+OK, WARNING, EXHAUSTED = "ok", "warning", "exhausted"
+OPEN, CLOSED, CLOSING = "Open", "Closed", "Closing"
+
+
+@dataclass(frozen=True)
+class Budget:
+    gpu_hours: float
+    period: str
+    action: str
+    demote_to: str | None = None
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> "Budget | None":
+        """The namespace's budget; None when absent or unreadable (the stack validates what it renders)."""
+        try:
+            data = json.loads(text) if text else None
+            budget = cls(gpu_hours=float(data["gpuHours"]), period=str(data["period"]), action=str(data["action"]),
+                         demote_to=data.get("demoteTo")) if isinstance(data, dict) else None
+        except (ValueError, KeyError, TypeError):
+            return None
+        if budget is None or budget.period not in PERIODS or budget.action not in ACTIONS or budget.gpu_hours <= 0:
+            return None
+        return budget
+
+
+def period_bounds(period: str, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """[start, end) of the period holding `now`, UTC: weeks from Monday 00:00, months from the 1st."""
+    day = dt.datetime(now.year, now.month, now.day, tzinfo=dt.timezone.utc)
+    if period == "weekly":
+        start = day - dt.timedelta(days=day.weekday())
+        return start, start + dt.timedelta(days=7)
+    if period == "monthly":
+        start = day.replace(day=1)
+        return start, (start + dt.timedelta(days=32)).replace(day=1)
+    raise ValueError(f"unknown budget period {period!r}: use one of {', '.join(PERIODS)}")
+
+
+def period_label(period: str, now: dt.datetime) -> str:
+    start, _ = period_bounds(period, now)
+    if period == "weekly":
+        year, week, _ = start.isocalendar()
+        return f"{year}-W{week:02d}"
+    return start.strftime("%Y-%m")
+
+
+def state_of(spent: float, budget: float) -> str:
+    return EXHAUSTED if spent >= budget else WARNING if spent >= WARN_FRACTION * budget else OK
+
+
+def runs_out(spent: float, budget: float, start: dt.datetime, end: dt.datetime, now: dt.datetime) -> dt.datetime | None:
+    """When the budget runs out at the period's average pace so far; `now` once spent; None when it lasts the
+    period (or nothing was spent yet)."""
+    if spent >= budget:
+        return now
+    elapsed = (now - start).total_seconds()
+    if spent <= 0 or elapsed <= 0:
+        return None
+    moment = now + dt.timedelta(seconds=(budget - spent) * elapsed / spent)
+    return moment if moment < end else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: BudgetStatus
+    close_queue: bool = False
+    open_queue: bool = False
+
+
+def decide(budget: Budget, previous: BudgetStatus | None, spent: float, now: dt.datetime,
+           queue_state: str | None) -> Decision:
+    """The status to record and the queue command to send, from this period's GPU-hours so far."""
+    start, end = period_bounds(budget.period, now)
+    label = period_label(budget.period, now)
+    state = state_of(spent, budget.gpu_hours)
+    held = previous is not None and (previous.period, previous.state) == (label, state)
+    since = previous.since if previous is not None and held else format_time(now)
+    exhausted = state == EXHAUSTED
+    action = budget.action if exhausted else None
+    moment = runs_out(spent, budget.gpu_hours, start, end, now)
+    status = BudgetStatus(period=label, gpu_hours=round(spent, 4), budget=budget.gpu_hours, state=state, since=since,
+                          action=action, demote_to=budget.demote_to if action == "demotePriority" else None,
+                          runs_out=None if moment is None else format_time(moment))
+    we_closed = previous is not None and previous.action == "closeQueue"
+    closed = queue_state in (CLOSED, CLOSING)
+    return Decision(status=status,
+                    close_queue=action == "closeQueue" and queue_state == OPEN,
+                    open_queue=not exhausted and we_closed and closed)
+
