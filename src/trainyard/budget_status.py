@@ -1,6 +1,7 @@
-"""The budget status a tenant namespace carries (annotation `trainyard.dev/budget-status`, JSON), written by the
-controller's budget loop (`trainyard.usage.budgets`), read by `report` and by the build of new TrainJobs (a
-demotion). Ground level: both the controller core and the usage commands read it."""
+"""A tenant namespace's budget (annotation `trainyard.dev/budget`, rendered from the stack) and what the controller's
+budget loop (`trainyard.usage.budgets`) last found of it (`trainyard.dev/budget-status`), both JSON; read by
+`report`, by the build of new TrainJobs (a demotion) and by the loop. Ground level: the controller core, the
+capacity report and the usage commands all read them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,30 @@ import json
 from dataclasses import asdict, dataclass
 
 from trainyard.timestamps import parse_time
+
+PERIODS = ("weekly", "monthly")
+ACTIONS = ("closeQueue", "demotePriority")
+
+
+@dataclass(frozen=True)
+class Budget:
+    gpu_hours: float
+    period: str
+    action: str
+    demote_to: str | None = None
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> "Budget | None":
+        """The namespace's budget; None when absent or unreadable (the stack validates what it renders)."""
+        try:
+            data = json.loads(text) if text else None
+            budget = cls(gpu_hours=float(data["gpuHours"]), period=str(data["period"]), action=str(data["action"]),
+                         demote_to=data.get("demoteTo")) if isinstance(data, dict) else None
+        except (ValueError, KeyError, TypeError):
+            return None
+        if budget is None or budget.period not in PERIODS or budget.action not in ACTIONS or budget.gpu_hours <= 0:
+            return None
+        return budget
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from trainyard.errors import TrainyardError
 NODES = Resource("v1", "Node", "nodes", namespaced=False)
 PODS = Resource("v1", "Pod", "pods")
 EVENTS = Resource("v1", "Event", "events")
+NAMESPACES = Resource("v1", "Namespace", "namespaces", namespaced=False)
 QUOTAS = Resource("v1", "ResourceQuota", "resourcequotas")
 QUEUES = Resource(K.VOLCANO_API_VERSION, "Queue", "queues", namespaced=False)
 PODGROUPS = Resource(K.VOLCANO_API_VERSION, "PodGroup", "podgroups")
@@ -38,6 +39,8 @@ class Snapshot:
     hypernodes: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     """Events of PodGroups (Volcano's enqueue verdicts)."""
+    namespaces: list[dict] = field(default_factory=list)
+    """Tenant namespaces' budgets and budget status (their annotations)."""
 
 
 def list_items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
@@ -73,6 +76,7 @@ def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = 
         "quotas": (QUOTAS, namespace, None, False),
         "hypernodes": (HYPERNODES, None, None, True),
         "events": (EVENTS, None, "involvedObject.kind=PodGroup,reason=Unschedulable", True),
+        "namespaces": (NAMESPACES, None, None, True),
     }
     with ThreadPoolExecutor(max_workers=len(lists)) as pool:
         futures = {field_name: pool.submit(list_items, api, resource, ns, field_selector=selector, optional=optional)

@@ -13,6 +13,9 @@ Definitions:
 - pending gangs: PodGroups not running, with why (their Unschedulable condition, or Volcano's enqueue
   event for gangs still outside their queue).
 - tenant quota: every ResourceQuota's hard and used (status), per resource.
+- budgets: each namespace with a GPU-hour budget, as the controller's budget loop last found it (its
+  `trainyard.dev/budget-status`): spent this period, percent, state (ok, warning from 80 %, exhausted from
+  100 %), since when, the action applied and the date it runs out at the period's pace.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Mapping
 
-from trainyard.k8s import format_quantity
+from trainyard.budget_status import Budget, BudgetStatus
+from trainyard.k8s import NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, format_quantity
 
 from .live import Snapshot
 from .model import (FULL_POD_GPUS, GPU, number, nodes_from, queue_uses, resources, waiting_reasons,
@@ -36,6 +40,7 @@ class Report:
     queues: list[dict] = field(default_factory=list)
     pending: list[dict] = field(default_factory=list)
     quotas: list[dict] = field(default_factory=list)
+    budgets: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,7 +98,27 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
             report.quotas.append({"namespace": quota["metadata"].get("namespace", ""), "quota": quota["metadata"]["name"],
                                   "resource": key, "used": show(now), "hard": show(limit),
                                   "percent": round(float(now / limit * 100), 1) if limit else 0.0})
+    report.budgets = budget_rows(snap.namespaces)
     return report
+
+
+def budget_rows(namespaces: list[dict]) -> list[dict]:
+    """One row per namespace with a budget; before the controller's first round the status columns are empty."""
+    rows = []
+    for namespace in sorted(namespaces, key=lambda n: n["metadata"]["name"]):
+        annotations = namespace["metadata"].get("annotations") or {}
+        budget = Budget.from_annotation(annotations.get(NAMESPACE_BUDGET_ANNOTATION))
+        if budget is None:
+            continue
+        status = BudgetStatus.from_annotation(annotations.get(NAMESPACE_BUDGET_STATUS_ANNOTATION))
+        rows.append({"namespace": namespace["metadata"]["name"], "budget": f"{budget.gpu_hours:g} GPU-h {budget.period}",
+                     "period": status.period if status else None,
+                     "spent": round(status.gpu_hours, 1) if status else None,
+                     "percent": round(status.percent, 1) if status else None,
+                     "state": status.state if status else "not yet measured", "since": status.since if status else None,
+                     "action": budget.action + (" (applied)" if status and status.action else ""),
+                     "runs_out": status.runs_out if status else None})
+    return rows
 
 
 def _gpu(values: dict) -> int | float | None:
@@ -114,7 +139,8 @@ def _table(title: str, rows: list[dict], columns: list[str], limit: int | None =
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "rack", "spine", "queue", "state", "podgroup",
-                                                               "phase", "why", "namespace", "quota", "resource", "estimate")
+                                                               "phase", "why", "namespace", "quota", "resource", "estimate",
+                                                               "budget", "period", "since", "action", "runs_out")
                          else "right")
     for row in shown:
         table.add_row(*["-" if row.get(c) is None else str(row.get(c)) for c in columns])
@@ -149,4 +175,8 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
     if report.quotas:
         parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
                                                              "percent"], limit, "quota rows"))
+    if report.budgets:
+        parts.append(_table("Tenant budgets (GPU-hours)", report.budgets, ["namespace", "budget", "period", "spent",
+                                                                          "percent", "state", "since", "action",
+                                                                          "runs_out"], limit, "budgets"))
     return "\n".join(parts)

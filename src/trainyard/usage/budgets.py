@@ -12,38 +12,14 @@ controller closed it; `demotePriority` gives TrainJobs created from then on the 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 
-from trainyard.budget_status import BudgetStatus
+from trainyard.budget_status import PERIODS, Budget, BudgetStatus
 from trainyard.timestamps import format_time
 
-PERIODS = ("weekly", "monthly")
-ACTIONS = ("closeQueue", "demotePriority")
 WARN_FRACTION = 0.8
 OK, WARNING, EXHAUSTED = "ok", "warning", "exhausted"
 OPEN, CLOSED, CLOSING = "Open", "Closed", "Closing"
-
-
-@dataclass(frozen=True)
-class Budget:
-    gpu_hours: float
-    period: str
-    action: str
-    demote_to: str | None = None
-
-    @classmethod
-    def from_annotation(cls, text: str | None) -> "Budget | None":
-        """The namespace's budget; None when absent or unreadable (the stack validates what it renders)."""
-        try:
-            data = json.loads(text) if text else None
-            budget = cls(gpu_hours=float(data["gpuHours"]), period=str(data["period"]), action=str(data["action"]),
-                         demote_to=data.get("demoteTo")) if isinstance(data, dict) else None
-        except (ValueError, KeyError, TypeError):
-            return None
-        if budget is None or budget.period not in PERIODS or budget.action not in ACTIONS or budget.gpu_hours <= 0:
-            return None
-        return budget
 
 
 def period_bounds(period: str, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:

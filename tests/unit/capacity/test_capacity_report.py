@@ -124,3 +124,26 @@ def test_long_tables_show_their_first_rows_and_say_how_many_more(limit, shown, m
     assert sum(f"wait-{i:03d}" in text for i in range(100)) == shown
     assert (more_line in text) if more_line else "more pending gangs" not in text
     assert "n3" in text and "team-a" in text  # the short tables (4 nodes, the queues) are whole
+
+
+def test_budgets_show_what_the_controller_last_found_and_await_its_first_round():
+    from trainyard.capacity.live import Snapshot
+    from trainyard.capacity.report import build_report, render_text
+
+    def namespace(name, budget, status=None):
+        notes = {"trainyard.dev/budget": budget, **({"trainyard.dev/budget-status": status} if status else {})}
+        return {"metadata": {"name": name, "annotations": notes}}
+
+    spent = ('{"period": "2026-11", "gpu_hours": 101.2, "budget": 100, "state": "exhausted", '
+             '"since": "2026-11-27T12:00:00Z", "action": "closeQueue"}')
+    report = build_report(Snapshot(namespaces=[
+        namespace("team-b", '{"gpuHours": 500, "period": "weekly", "action": "demotePriority", "demoteTo": "low"}'),
+        namespace("team-a", '{"gpuHours": 100, "period": "monthly", "action": "closeQueue"}', spent),
+        {"metadata": {"name": "kube-system"}}]))
+    assert report.budgets == [
+        {"namespace": "team-a", "budget": "100 GPU-h monthly", "period": "2026-11", "spent": 101.2, "percent": 101.2,
+         "state": "exhausted", "since": "2026-11-27T12:00:00Z", "action": "closeQueue (applied)", "runs_out": None},
+        {"namespace": "team-b", "budget": "500 GPU-h weekly", "period": None, "spent": None, "percent": None,
+         "state": "not yet measured", "since": None, "action": "demotePriority", "runs_out": None}]
+    text = render_text(report)
+    assert "Tenant budgets (GPU-hours)" in text and "closeQueue (applied)" in text
