@@ -20,9 +20,10 @@ from waiting import wait_for
 
 # Two developers (or a developer and CI) can run suites side by side by choosing another name and base.
 # Timed pods: a pod annotated `pod-complete.stage.kwok.x-k8s.io/delay` runs that long (the usage tests); others
-# complete at once, as kwok's default Stages do.
+# complete at once, as kwok's default Stages do. The controller's budget loop runs every 5 s (the budget tests).
 TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
-                           racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")), timed_pods=True)
+                           racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")), timed_pods=True,
+                           budgets_every=5.0)
 
 
 class Cluster:

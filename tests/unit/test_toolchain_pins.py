@@ -61,3 +61,35 @@ def test_cache_is_outside_the_repo_and_keyed_by_tool_and_version():
     for tool in all_tools():
         assert ROOT not in tool.install_dir.parents
         assert tool.install_dir.name == f"{tool.name}-{tool.version}"
+
+
+def test_one_build_of_a_tool_at_a_time_and_the_second_finds_it_built(tmp_path, monkeypatch):
+    """`make up` and `make test` started together: the second caller waits for the first build, then skips."""
+    import threading
+    import time as clock
+
+    from trainyard.toolchain import build
+    from trainyard.toolchain.versions import tool
+
+    monkeypatch.setenv("TRAINYARD_CACHE", str(tmp_path))
+    etcd = tool("etcd")
+    assert str(etcd.bin_dir).startswith(str(tmp_path)) and not etcd.is_built()
+    events = []
+
+    def first():
+        with build._building(etcd):
+            events.append("first in")
+            clock.sleep(0.3)
+            for binary in etcd.binaries:  # what the first build produces
+                path = etcd.path(binary)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("#!/bin/sh\n")
+            events.append("first out")
+
+    runner = threading.Thread(target=first)
+    runner.start()
+    while not events:
+        clock.sleep(0.01)
+    result = build.build_tool(etcd)
+    runner.join()
+    assert events == ["first in", "first out"] and result.built is False

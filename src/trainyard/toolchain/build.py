@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from trainyard.errors import TrainyardError
 from trainyard.toolchain import modules, recipes
@@ -39,10 +41,29 @@ def selected_tools(names: Iterable[str] = ()) -> list[Tool]:
     return [lookup_tool(n) for n in names] if names else all_tools()
 
 
+@contextlib.contextmanager
+def _building(tool: Tool) -> Iterator[None]:
+    """One build of a tool at a time on this machine (`make up` and `make test` started together, or a test run
+    beside a build): the second waits for the first, then finds the tool built. Also no binary is trusted while
+    another process may still be writing it."""
+    tool.log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(tool.log_file.parent / f".{tool.name}-{tool.version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_tool(tool: Tool, on_step: Callable[[str], None] = lambda _: None) -> BuildResult:
     """Build one tool unless all its binaries exist. Output of every step goes to its log."""
-    if tool.is_built():
-        return BuildResult(tool, built=False, seconds=0.0)
+    with _building(tool):
+        if tool.is_built():
+            return BuildResult(tool, built=False, seconds=0.0)
+        return _build(tool, on_step)
+
+
+def _build(tool: Tool, on_step: Callable[[str], None]) -> BuildResult:
     _load_optional_recipes()
     tool.bin_dir.mkdir(parents=True, exist_ok=True)
     tool.log_file.parent.mkdir(parents=True, exist_ok=True)
