@@ -266,23 +266,30 @@ class ApiServer:
               action: str = "Reconciling", component: str = "trainjob-controller", name: str | None = None) -> None:
         """`name`: a fixed Event name, so posting the same one twice is refused (409, ignored): deduplication."""
         meta = involved["metadata"]
-        now = now_time()
         namespace = meta.get("namespace", "default")
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {**({"name": name} if name else {"generateName": f"{meta['name']}."}),
-                         "namespace": namespace},
-            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
-                               "namespace": meta.get("namespace"), "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "reason": reason, "message": message[:1000], "type": event_type, "action": action,
-            "source": {"component": component}, "reportingComponent": component,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+        reference = {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
+                     "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                     "resourceVersion": meta.get("resourceVersion")}
+        body = event_body(reference, reason, message, event_type=event_type, action=action, component=component,
+                          name=name, namespace=namespace)
         try:
             self._call("POST", RESOURCES["Event"].path(namespace), body=body)
         except ApiError:
             pass  # events are best effort
+
+
+def event_body(involved: dict, reason: str, message: str, *, event_type: str, action: str, component: str,
+               name: str | None, namespace: str, now: str | None = None) -> dict:
+    """A core/v1 Event about the object `involved` refers to (an ObjectReference); a fixed `name` or one generated
+    from the object's."""
+    now = now or now_time()
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {**({"name": name} if name else {"generateName": f"{involved['name']}."}), "namespace": namespace},
+        "involvedObject": involved, "reason": reason, "message": message[:1000], "type": event_type, "action": action,
+        "source": {"component": component}, "reportingComponent": component,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
 
 
 def as_view(api: ApiServer) -> ApiView:

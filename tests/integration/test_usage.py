@@ -19,7 +19,7 @@ from tenant_helpers import add_tenant, create, get_trainjob, remove_tenant
 
 pytestmark = pytest.mark.integration
 
-RUNS_S = {"short": 150, "long": 210}
+RUNS_S = {"short": 120, "long": 180}
 """Each TrainJob: one pod of 8 GPUs that kwok completes this long after it runs."""
 GPUS = 8
 DESERVED = 8

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from trainyard.capacity import estimates, live
 from trainyard.capacity.loop import Loop
 from trainyard.capacity.model import meta
-from trainyard.controller.runtime.apiserver import ApiServer
+from trainyard.controller.runtime.apiserver import ApiServer, event_body
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.timestamps import now_time
 from trainyard.whatif.estimate import DEFAULT_RUN_S, StartEstimate, phrase
@@ -87,11 +87,8 @@ def event_name(trainjob: dict) -> str:
 
 
 def estimate_event(trainjob: dict, message: str, now: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": event_name(trainjob), "namespace": trainjob["namespace"]},
-            "involvedObject": trainjob, "reason": REASON, "message": message[:1000], "type": "Normal",
-            "action": "Estimating", "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+    return event_body(trainjob, REASON, message, event_type="Normal", action="Estimating", component=COMPONENT,
+                      name=event_name(trainjob), namespace=trainjob["namespace"], now=now)
 
 
 def write_event(api: ApiServer, trainjob: dict, message: str) -> None:

@@ -27,7 +27,7 @@ class WhatIf:
 
 def workload(trace: str, pair: StackPair, seed: int, jobs: int) -> tuple[list[TraceJob], dict[str, Any]]:
     if trace == RECORDED:
-        raise TraceError([ConfigProblem("--trace", "recorded", "trainyard keeps no usage record to replay yet",
+        raise TraceError([ConfigProblem("--trace", "recorded", "the usage record (trainyard usage) cannot be replayed as a trace yet",
                                         "use --trace generated, or a trace file (trainyard platform whatif --help)")])
     if trace == GENERATED:
         current = scenario(pair.current)

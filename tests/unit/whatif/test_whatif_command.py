@@ -85,7 +85,7 @@ def test_whatif_against_a_proposed_file_and_a_trace_file(checkout, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--trace", "recorded"], "trainyard keeps no usage record to replay yet"),
+    (["--trace", "recorded"], "the usage record (trainyard usage) cannot be replayed as a trace yet"),
     (["--trace", "nope.json"], "cannot read it"),
     (["--stack", "nosuch"], "no stack file"),
     (["-o", "yaml"], "use table or json"),
