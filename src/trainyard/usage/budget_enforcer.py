@@ -30,15 +30,16 @@ SPENT_MOVED = 0.01
 budget (not every round: each write is a Namespace update every watcher sees)."""
 
 
-def queue_command(queue: dict, action: str) -> dict:
-    """A Command for Volcano's queue controller (`OpenQueue` / `CloseQueue`), owned by the queue."""
+def queue_command(queue: dict, action: str, message: str = "") -> dict:
+    """A Command for Volcano's queue controller (`OpenQueue` / `CloseQueue`), owned by the queue (its `target`:
+    the Go field TargetObject is `target` in JSON)."""
     meta = queue["metadata"]
     owner = {"apiVersion": K.VOLCANO_API_VERSION, "kind": "Queue", "name": meta["name"], "uid": meta["uid"],
              "controller": True, "blockOwnerDeletion": True}
     return {"apiVersion": K.VOLCANO_BUS_API_VERSION, "kind": "Command",
             "metadata": {"generateName": f"{meta['name']}-{action.lower()}-", "namespace": "default",
                          "ownerReferences": [owner]},
-            "targetObject": owner, "action": action}
+            "target": owner, "action": action, "reason": "TenantBudget", **({"message": message} if message else {})}
 
 
 def needs_writing(previous: BudgetStatus | None, status: BudgetStatus) -> bool:
@@ -101,7 +102,8 @@ class BudgetEnforcer(Loop):
         decision = decide(budget, previous, period_gpu_hours(record, name, start, now), now, queue_state)
         if queue is not None and (decision.close_queue or decision.open_queue):
             action = "CloseQueue" if decision.close_queue else "OpenQueue"
-            self.api.create(queue_command(queue, action))
+            self.api.create(queue_command(queue, action, f"namespace {name}: {decision.status.gpu_hours:g} of "
+                                                         f"{budget.gpu_hours:g} GPU-hours this {budget.period} period"))
             log.info("budget of %s: %s %s (%s)", name, action, queue_name, decision.status.state)
         if needs_writing(previous, decision.status):
             self.api.merge_patch(RESOURCES["Namespace"], name, {"metadata": {"annotations": {

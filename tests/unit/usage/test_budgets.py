@@ -122,7 +122,7 @@ def test_a_queue_command_is_what_vcctl_queue_operate_sends():
     assert command == {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
                        "metadata": {"generateName": "team-a-closequeue-", "namespace": "default",
                                     "ownerReferences": [owner]},
-                       "targetObject": owner, "action": "CloseQueue"}
+                       "target": owner, "action": "CloseQueue", "reason": "TenantBudget"}
 
 
 def test_the_warning_says_how_much_is_spent_and_what_happens():
@@ -140,3 +140,20 @@ def test_the_status_annotation_round_trips():
     found = decide(CLOSE, None, 85, at("2026-11-11T00:00:00"), "Open").status
     assert BudgetStatus.from_annotation(found.to_annotation()) == found
     assert json.loads(found.to_annotation())["runs_out"] == "2026-11-12T18:21:10Z"  # 15 more at 8.5 a day
+
+
+def test_the_queue_command_has_only_fields_of_volcanos_command_crd():
+    """The API server drops unknown fields of a custom resource: a misnamed field is a command that does nothing."""
+    import yaml
+
+    from trainyard.toolchain.build import ensure_built
+    from trainyard.toolchain.modules import module_dir
+    from trainyard.toolchain.versions import tool
+
+    ensure_built("volcano")
+    crd = yaml.safe_load((module_dir(tool("volcano"), "volcano.sh/volcano") / "config/crd/volcano/bases"
+                          / "bus.volcano.sh_commands.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    command = queue_command({"metadata": {"name": "q", "uid": "u"}}, "OpenQueue", "why")
+    assert set(command) <= set(schema), set(command) - set(schema)
+    assert set(command["target"]) <= set(schema["target"]["properties"])
