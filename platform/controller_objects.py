@@ -58,6 +58,9 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
     rules = controller_cluster_rules()
     if spec.trainjob_status:  # the status server asks the API server about callers' tokens
         rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})
+    if spec.prometheus_url:  # the budget loop records each budget's status and closes or opens the tenant's queue
+        rules += [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]},
+                  {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]}]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, spec.namespace)},
         {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": rules},
@@ -110,6 +113,8 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
     ports = [{"name": "metrics", "containerPort": spec.metrics_port}, {"name": "webhook", "containerPort": spec.webhook_port}]
     if spec.feature_gates:
         args.append(f"--feature-gates={spec.feature_gates}")
+    if spec.prometheus_url:
+        args.append(f"--prometheus={spec.prometheus_url}")
     if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream
         args += [f"--status-address=0.0.0.0:{spec.status_port}",
                  f"--status-url=https://{NAME}-webhook.{spec.namespace}.svc:{spec.status_port}"]

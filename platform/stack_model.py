@@ -163,6 +163,9 @@ class ControllerSpec:
     sdk_namespace: str = "kubeflow-system"
     # `trainyard controller run --feature-gates`, e.g. "TrainJobStatus=true" (upstream's alpha status server).
     feature_gates: str = ""
+    prometheus_url: str = ""
+    """The platform's Prometheus (`trainyard controller run --prometheus`), which the budget loop reads tenants'
+    GPU-hours from; tenant budgets need it (the local stack's controller is given the local cluster's)."""
     webhook: WebhookSpec = WebhookSpec()
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)

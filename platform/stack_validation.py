@@ -293,6 +293,14 @@ def check_budgets(config: StackConfig) -> list[ConfigProblem]:
         elif budget.demote_to:
             problem("demoteTo", f"only demotePriority demotes; the action is {budget.action}",
                     "remove demoteTo or set action: demotePriority")
+        if not config.controllers_run_locally and not config.controller.prometheus_url:
+            out.append(ConfigProblem(config.file, at, "no Prometheus to measure the budget against: the controller "
+                                     "reads the tenant's GPU-hours from the platform's Prometheus",
+                                     f"set {NAMESPACE}:controller.prometheusUrl (the local stack needs none)"))
+    url = config.controller.prometheus_url
+    if url and not re.match(r"^https?://[^\s/]+", url):
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.prometheusUrl", f"{url!r} is not an http(s) URL",
+                                 "write it as http://prometheus.monitoring.svc:9090"))
     return out
 
 

@@ -87,6 +87,10 @@ CASES = [
      "trainyard:tenants[team-a].budget.demoteTo", "remove demoteTo"),
     ("budget gpuHours of text", ("tenants", 0, "budget"), {"gpuHours": "lots", "action": "closeQueue"},
      "trainyard:tenants[team-a].budget.gpuHours", "write a number"),
+    ("budget with no Prometheus to measure it", ("tenants", 0, "budget"), {"gpuHours": 10, "action": "closeQueue"},
+     "trainyard:tenants[team-a].budget", "set trainyard:controller.prometheusUrl"),
+    ("prometheus url not a url", ("controller", "prometheusUrl"), "prometheus:9090",
+     "trainyard:controller.prometheusUrl", "http://prometheus.monitoring.svc:9090"),
 ]
 
 
@@ -191,9 +195,24 @@ def test_a_budget_is_parsed_and_rendered_on_the_tenants_namespace(values, catalo
     values["tenants"][0]["budget"] = {"gpuHours": 500, "action": "demotePriority", "demoteTo": "scavenger",
                                       "period": "weekly"}
     values["tenants"][1]["budget"] = {"gpuHours": 80.5, "action": "closeQueue"}
+    values["controller"]["prometheusUrl"] = "http://prometheus.monitoring.svc:9090"
     config = load_stack(values, file=FILE, catalog=catalog)
     team_a, team_b = config.tenants
     assert (team_a.budget.gpu_hours, team_a.budget.period, team_a.budget.demote_to) == (500.0, "weekly", "scavenger")
     assert (team_b.budget.period, team_b.budget.action) == ("monthly", "closeQueue")  # monthly unless told
     annotation = render_namespace(team_b, PolicySpec())["metadata"]["annotations"]["trainyard.dev/budget"]
     assert json.loads(annotation) == {"gpuHours": 80.5, "period": "monthly", "action": "closeQueue"}
+
+
+def test_the_in_cluster_controller_gets_the_prometheus_url_and_the_rights_budgets_need():
+    from trainyard.platform import controller_objects as ctl
+    from trainyard.platform.stack_model import ControllerSpec
+
+    with_url = ControllerSpec(prometheus_url="http://prom:9090")
+    command = ctl.render_controller_deployment(with_url)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--prometheus=http://prom:9090" in command
+    rules = next(o for o in ctl.render_controller_rbac(with_url) if o["kind"] == "ClusterRole")["rules"]
+    assert {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]} in rules
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]} in rules
+    plain = next(o for o in ctl.render_controller_rbac(ControllerSpec()) if o["kind"] == "ClusterRole")["rules"]
+    assert not any("commands" in r["resources"] for r in plain), "no queue commands without budgets"
