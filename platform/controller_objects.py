@@ -58,6 +58,8 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
     rules = controller_cluster_rules()
     if spec.trainjob_status:  # the status server asks the API server about callers' tokens
         rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})
+    if spec.stalled_log_after_minutes:  # the stall watch reads a stalled job's last log line
+        rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
     if spec.prometheus_url:  # the budget loop records each budget's status and closes or opens the tenant's queue
         rules += [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]},
                   {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]}]
@@ -115,6 +117,8 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
         args.append(f"--feature-gates={spec.feature_gates}")
     if spec.prometheus_url:
         args.append(f"--prometheus={spec.prometheus_url}")
+    args += [f"--stalled-after={spec.stalled_after_minutes * 60}",
+             f"--stalled-log-after={spec.stalled_log_after_minutes * 60}", f"--stalled-action={spec.stalled_action}"]
     if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream
         args += [f"--status-address=0.0.0.0:{spec.status_port}",
                  f"--status-url=https://{NAME}-webhook.{spec.namespace}.svc:{spec.status_port}"]

@@ -166,6 +166,12 @@ class ControllerSpec:
     prometheus_url: str = ""
     """The platform's Prometheus (`trainyard controller run --prometheus`), which the budget loop reads tenants'
     GPU-hours from; tenant budgets need it (the local stack's controller is given the local cluster's)."""
+    stalled_after_minutes: int = 30
+    """A TrainJob holding GPUs with no trainerStatus progress this long is flagged stalled (0: no watch)."""
+    stalled_log_after_minutes: int = 0
+    """Without trainerStatus: minutes with no new log line of its first pod (0: logs are not judged)."""
+    stalled_action: str = "none"
+    """What a stall does beyond a Warning Event: `none` or `suspend` (gives its GPUs back)."""
     webhook: WebhookSpec = WebhookSpec()
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from trainyard.controller.feature_gates import parse_feature_gates
+from trainyard.budget_status import STALL_ACTIONS
 from trainyard.k8s import GPU_RESOURCE, format_quantity
 from trainyard.platform.problems import WARNING, ConfigProblem
 from trainyard.platform.stack_reader import entry_labels, total
@@ -297,6 +298,15 @@ def check_budgets(config: StackConfig) -> list[ConfigProblem]:
             out.append(ConfigProblem(config.file, at, "no Prometheus to measure the budget against: the controller "
                                      "reads the tenant's GPU-hours from the platform's Prometheus",
                                      f"set {NAMESPACE}:controller.prometheusUrl (the local stack needs none)"))
+    controller = config.controller
+    for key, minutes in (("stalledAfterMinutes", controller.stalled_after_minutes),
+                         ("stalledLogAfterMinutes", controller.stalled_log_after_minutes)):
+        if minutes < 0:
+            out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.{key}", f"{minutes} is below 0",
+                                     "give minutes, or 0 to turn it off"))
+    if controller.stalled_action not in STALL_ACTIONS:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.stalledAction",
+                                 f"{controller.stalled_action!r} is unknown", f"use one of {', '.join(STALL_ACTIONS)}"))
     url = config.controller.prometheus_url
     if url and not re.match(r"^https?://[^\s/]+", url):
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.prometheusUrl", f"{url!r} is not an http(s) URL",

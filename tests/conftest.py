@@ -20,10 +20,11 @@ from waiting import wait_for
 
 # Two developers (or a developer and CI) can run suites side by side by choosing another name and base.
 # Timed pods: a pod annotated `pod-complete.stage.kwok.x-k8s.io/delay` runs that long (the usage tests); others
-# complete at once, as kwok's default Stages do. The controller's budget loop runs every 5 s (the budget tests).
+# complete at once, as kwok's default Stages do. The controller's budget loop runs every 5 s and a TrainJob holding GPUs without progress for
+# 20 s is flagged stalled (the usage tests).
 TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
                            racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")), timed_pods=True,
-                           budgets_every=5.0)
+                           budgets_every=5.0, stalled_after=20.0)
 
 
 class Cluster:

@@ -188,6 +188,10 @@ class ApiServer:
         data = self._send(method, path, query=query, headers=headers, body=payload).data
         return orjson.loads(data) if data else None
 
+    def get_text(self, path: str, query: dict | None = None) -> str:
+        """A GET whose answer is text, not JSON (a pod's log)."""
+        return self._send("GET", path, query=query, headers={"Accept": "*/*"}).data.decode(errors="replace")
+
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict | None:
         try:
             return self._call("GET", resource.path(namespace, name))

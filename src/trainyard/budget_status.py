@@ -13,6 +13,8 @@ from trainyard.timestamps import parse_time
 
 PERIODS = ("weekly", "monthly")
 ACTIONS = ("closeQueue", "demotePriority")
+STALL_ACTIONS = ("none", "suspend")
+"""What the controller does to a stalled TrainJob beyond a Warning (`trainyard.usage.stalls`)."""
 
 
 @dataclass(frozen=True)

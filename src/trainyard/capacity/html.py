@@ -96,7 +96,7 @@ def write_html(report: Report, out: Path, extra_sections: Sequence[tuple[str, li
     sections = [
         ("GPUs by node", report.nodes), ("GPUs by rack", report.racks), (f"Queues ({K.GPU_RESOURCE})", report.queues),
         ("Pending gangs", report.pending), ("Tenant quotas", report.quotas),
-        ("Tenant budgets (GPU-hours)", report.budgets), *extra_sections]
+        ("Tenant budgets (GPU-hours)", report.budgets), ("Stalled TrainJobs", report.stalled), *extra_sections]
     body = [f"<h1>trainyard capacity report</h1><p>{t.get('allocatable', 0)} GPUs allocatable, "
             f"{t.get('allocated', 0)} allocated, {t.get('free', 0)} free, {t.get('fragmented', 0)} fragmented "
             f"(free GPUs on nodes that cannot host a full 8-GPU pod), {t.get('nodes', 0)} nodes.</p>"]

@@ -41,6 +41,8 @@ class Snapshot:
     """Events of PodGroups (Volcano's enqueue verdicts)."""
     namespaces: list[dict] = field(default_factory=list)
     """Tenant namespaces' budgets and budget status (their annotations)."""
+    stalls: list[dict] = field(default_factory=list)
+    """The controller's `TrainJobStalled` Events (the last hour's: the API server's Event TTL)."""
 
 
 def list_items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
@@ -77,6 +79,7 @@ def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = 
         "hypernodes": (HYPERNODES, None, None, True),
         "events": (EVENTS, None, "involvedObject.kind=PodGroup,reason=Unschedulable", True),
         "namespaces": (NAMESPACES, None, None, True),
+        "stalls": (EVENTS, None, "involvedObject.kind=TrainJob,reason=TrainJobStalled", True),
     }
     with ThreadPoolExecutor(max_workers=len(lists)) as pool:
         futures = {field_name: pool.submit(list_items, api, resource, ns, field_selector=selector, optional=optional)

@@ -13,6 +13,8 @@ Definitions:
 - pending gangs: PodGroups not running, with why (their Unschedulable condition, or Volcano's enqueue
   event for gangs still outside their queue).
 - tenant quota: every ResourceQuota's hard and used (status), per resource.
+- stalled: TrainJobs the controller found holding GPUs while their progress had stopped (its `TrainJobStalled`
+  Events of the last hour), the newest first.
 - budgets: each namespace with a GPU-hour budget, as the controller's budget loop last found it (its
   `trainyard.dev/budget-status`): spent this period, percent, state (ok, warning from 80 %, exhausted from
   100 %), since when, the action applied and the date it runs out at the period's pace.
@@ -41,6 +43,7 @@ class Report:
     pending: list[dict] = field(default_factory=list)
     quotas: list[dict] = field(default_factory=list)
     budgets: list[dict] = field(default_factory=list)
+    stalled: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,7 +102,20 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
                                   "resource": key, "used": show(now), "hard": show(limit),
                                   "percent": round(float(now / limit * 100), 1) if limit else 0.0})
     report.budgets = budget_rows(snap.namespaces)
+    report.stalled = stalled_rows(snap.stalls)
     return report
+
+
+def stalled_rows(events: list[dict]) -> list[dict]:
+    """One row per stalled TrainJob: its newest `TrainJobStalled` Event's words and time."""
+    newest: dict[tuple[str, str], dict] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        key = (involved.get("namespace") or "", involved.get("name") or "")
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if key not in newest or when > newest[key]["seen"]:
+            newest[key] = {"namespace": key[0], "trainjob": key[1], "why": event.get("message", ""), "seen": when}
+    return sorted(newest.values(), key=lambda row: row["seen"], reverse=True)
 
 
 def budget_rows(namespaces: list[dict]) -> list[dict]:
@@ -140,7 +156,8 @@ def _table(title: str, rows: list[dict], columns: list[str], limit: int | None =
     for column in columns:
         table.add_column(column, justify="left" if column in ("node", "rack", "spine", "queue", "state", "podgroup",
                                                                "phase", "why", "namespace", "quota", "resource", "estimate",
-                                                               "budget", "period", "since", "action", "runs_out")
+                                                               "budget", "period", "since", "action", "runs_out", "trainjob",
+                                                               "seen")
                          else "right")
     for row in shown:
         table.add_row(*["-" if row.get(c) is None else str(row.get(c)) for c in columns])
@@ -175,6 +192,9 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
     if report.quotas:
         parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
                                                              "percent"], limit, "quota rows"))
+    if report.stalled:
+        parts.append(_table("Stalled TrainJobs (holding GPUs, progress stopped)", report.stalled,
+                            ["namespace", "trainjob", "why", "seen"], limit, "stalled TrainJobs"))
     if report.budgets:
         parts.append(_table("Tenant budgets (GPU-hours)", report.budgets, ["namespace", "budget", "period", "spent",
                                                                           "percent", "state", "since", "action",

@@ -52,6 +52,14 @@ def run_command(
                                              "record): tenant budgets are enforced only with one."),
     budgets_every: float = typer.Option(60.0, "--budgets-every", min=0,
                                         help="Seconds between rounds of budget enforcement (0: none)."),
+    stalled_after: float = typer.Option(1800.0, "--stalled-after", min=0,
+                                        help="Seconds a TrainJob may hold GPUs without trainerStatus progress before "
+                                        "it is flagged stalled (0: no stall watch)."),
+    stalled_log_after: float = typer.Option(0.0, "--stalled-log-after", min=0,
+                                            help="Without trainerStatus: seconds with no new log line of its first "
+                                            "pod (0: not judged by logs)."),
+    stalled_action: str = typer.Option("none", "--stalled-action", help="What a stall does beyond a Warning: none "
+                                       "or suspend."),
 ) -> None:
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
@@ -60,7 +68,8 @@ def run_command(
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,
                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
                          companions=start_estimates(start_estimates_every, default_run)
-                         + budgets(prometheus, budgets_every))
+                         + budgets(prometheus, budgets_every)
+                         + stall_watch(stalled_after, stalled_log_after, stalled_action))
     try:
         run(options)
     except UsageError as err:
@@ -91,6 +100,26 @@ def budgets(prometheus: str | None, every_s: float) -> tuple:
         from trainyard.usage.prometheus import Prometheus
 
         return BudgetEnforcer(api, Prometheus(prometheus), period=every_s, leading=leading)
+
+    return (factory,)
+
+
+def stall_watch(after_s: float, after_log_s: float, action: str) -> tuple:
+    """The stalled-job loop beside the controller (`usage.stall_watcher`), unless both times are 0."""
+    from trainyard.usage.stalls import ACTIONS
+
+    if action not in ACTIONS:
+        typer.echo(f"error: --stalled-action {action!r}: use one of {', '.join(ACTIONS)}", err=True)
+        raise typer.Exit(2)
+    if after_s <= 0 and after_log_s <= 0:
+        return ()
+
+    def factory(api, leading):
+        from trainyard.usage.stall_watcher import StallWatcher
+
+        every = max(5.0, min(60.0, min(t for t in (after_s, after_log_s) if t > 0) / 4))
+        return StallWatcher(api, after_s=after_s, action=action, period=every, after_log_s=after_log_s,
+                            leading=leading)
 
     return (factory,)
 

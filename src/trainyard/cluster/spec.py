@@ -82,6 +82,8 @@ class ClusterSpec:
     budgets_every: float = 60.0
     """Seconds between the controller's rounds of tenant budget enforcement (with monitoring only: it reads the
     GPU-hours from the cluster's Prometheus; 0: none)."""
+    stalled_after: float = 1800.0
+    """Seconds a TrainJob may hold GPUs with no trainerStatus progress before the controller flags it stalled."""
     monitoring: bool = True
     """kube-state-metrics and Prometheus with trainyard's usage rules (`cluster.monitoring`); benchmarks and the
     test clusters that do not read usage turn it off."""

@@ -72,7 +72,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
         f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
         f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
-        f"--start-estimates-every={spec.start_estimates_every}",
+        f"--start-estimates-every={spec.start_estimates_every}", f"--stalled-after={spec.stalled_after}",
         *([f"--prometheus=http://127.0.0.1:{ports.port('prometheus')}", f"--budgets-every={spec.budgets_every}"]
           if spec.monitoring else [])]))
     if not wait_for_port(ports.port("controller_webhook"), 60, lambda: PROCESS in table.running()):

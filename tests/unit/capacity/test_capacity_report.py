@@ -147,3 +147,18 @@ def test_budgets_show_what_the_controller_last_found_and_await_its_first_round()
          "state": "not yet measured", "since": None, "action": "demotePriority", "runs_out": None}]
     text = render_text(report)
     assert "Tenant budgets (GPU-hours)" in text and "closeQueue (applied)" in text
+
+
+def test_stalled_trainjobs_are_listed_from_the_controllers_events_newest_first():
+    from trainyard.capacity.live import Snapshot
+    from trainyard.capacity.report import build_report, render_text
+
+    def event(name, when, message):
+        return {"involvedObject": {"kind": "TrainJob", "namespace": "team-a", "name": name}, "reason": "TrainJobStalled",
+                "message": message, "lastTimestamp": when}
+
+    report = build_report(Snapshot(stalls=[event("a", "2027-01-15T08:00:00Z", "old words"),
+                                           event("a", "2027-01-15T08:05:00Z", "holds GPUs and ..."),
+                                           event("b", "2027-01-15T08:10:00Z", "stayed at 40 %")]))
+    assert [(r["trainjob"], r["why"]) for r in report.stalled] == [("b", "stayed at 40 %"), ("a", "holds GPUs and ...")]
+    assert "Stalled TrainJobs" in render_text(report)

@@ -1,0 +1,96 @@
+"""The controller's stalled-job loop (the I/O half of `usage.stalls`): every `period` seconds, while this replica
+leads, each TrainJob whose pods hold GPUs is judged on its trainerStatus (or its first pod's last log line); a
+stalled one gets a Warning Event `TrainJobStalled` (once per stall: the Event's name carries when progress stopped)
+and, with the action `suspend`, `spec.suspend: true`, which gives its GPUs back (its JobSet is suspended, its pods
+deleted; resuming it starts them again)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import Callable
+
+from trainyard import k8s as K
+from trainyard.capacity.loop import Loop
+from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
+from trainyard.controller.runtime.transport import ApiError
+from trainyard.usage.stalls import REASON, Seen, judge, last_log_time
+
+log = logging.getLogger(__name__)
+
+PODS = Resource("v1", "Pod", "pods")
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+
+
+def gpu_pods_by_trainjob(pods: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(namespace, TrainJob) -> its Running pods that request GPUs (a TrainJob's JobSet carries its name)."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for pod in pods:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        name = (meta.get("labels") or {}).get(JOBSET_NAME)
+        gpus = any(K.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {})
+                   or K.GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})
+                   for c in spec.get("containers") or [])
+        if name and gpus and (pod.get("status") or {}).get("phase") == "Running":
+            out[(meta["namespace"], name)].append(pod)
+    return out
+
+
+class StallWatcher(Loop):
+    def __init__(self, api: ApiServer, after_s: float, action: str = "none", period: float = 60.0,
+                 after_log_s: float = 0.0, leading: Callable[[], bool] = lambda: True,
+                 clock: Callable[[], float] = time.time):
+        super().__init__(period)
+        self.api, self.after_s, self.action, self.after_log_s = api, after_s, action, after_log_s
+        self.leading, self.clock = leading, clock
+        self.seen: dict[str, Seen] = {}
+
+    def step(self) -> list[str]:
+        """One round; returns the TrainJobs (namespace/name) found stalled."""
+        if not self.leading():
+            self.seen.clear()
+            return []
+        holding = gpu_pods_by_trainjob(self.api.list(PODS, field_selector="status.phase=Running").get("items") or [])
+        now_s, stalled, seen = self.clock(), [], {}
+        for trainjob in self.api.list(RESOURCES["TrainJob"]).get("items") or []:
+            meta = trainjob["metadata"]
+            key = (meta["namespace"], meta["name"])
+            pods = holding.get(key, [])
+            last_log = self.last_log(pods) if pods and self.after_log_s > 0 and not (
+                trainjob.get("status") or {}).get("trainerStatus") else None
+            remembered, stall = judge(trainjob, bool(pods), self.seen.get(meta["uid"]), now_s, self.after_s,
+                                      last_log, self.after_log_s)
+            if remembered is not None:
+                seen[meta["uid"]] = remembered
+            if stall is None:
+                continue
+            stalled.append("/".join(key))
+            self.flag(trainjob, stall.why, stall.since_s)
+        self.seen = seen
+        return stalled
+
+    def flag(self, trainjob: dict, why: str, since_s: float) -> None:
+        meta = trainjob["metadata"]
+        suspend = self.action == "suspend"
+        message = why + ("; suspended by the platform (resume with spec.suspend: false)" if suspend else "")
+        self.api.event({**trainjob, "apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob"}, REASON, message,
+                       component="trainyard-stalls", name=f"{meta['name']}.stalled.{meta['uid'][:8]}.{int(since_s)}")
+        if suspend and not (trainjob.get("spec") or {}).get("suspend"):
+            try:
+                self.api.merge_patch(RESOURCES["TrainJob"], meta["name"], {"spec": {"suspend": True}},
+                                     meta["namespace"])
+                log.info("suspended stalled TrainJob %s/%s: %s", meta["namespace"], meta["name"], why)
+            except ApiError as exc:
+                log.warning("stalled TrainJob %s/%s not suspended: %s", meta["namespace"], meta["name"], exc)
+
+    def last_log(self, pods: list[dict]) -> float | None:
+        """The last log line's time of the TrainJob's first pod (by name); None when the log cannot be read."""
+        pod = min(pods, key=lambda p: p["metadata"]["name"])
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "")
+        path = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/log"
+        try:
+            return last_log_time(self.api.get_text(path, {"container": container, "tailLines": "1",
+                                                           "timestamps": "true"}))
+        except ApiError:
+            return None  # a simulated node serves no logs; an unreadable log is no evidence

@@ -1,0 +1,92 @@
+"""Stalled TrainJobs (pure): a TrainJob that holds GPUs while its progress has stopped.
+
+Progress is what the trainer reports with the TrainJobStatus feature (upstream's `status.trainerStatus`:
+`progressPercentage` and `lastUpdatedTime`): stalled when no report came for `after_s`, or the percentage has not
+moved for `after_s` (a trainer that reports but makes no progress). Without trainerStatus, the last log line of
+the TrainJob's first pod stands in for a report (`after_log_s`, when configured). A TrainJob that holds no GPU (not
+started, suspended, finished) is never stalled, and its memory is dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from trainyard.budget_status import STALL_ACTIONS
+from trainyard.timestamps import parse_time
+
+REASON = "TrainJobStalled"
+ACTIONS = STALL_ACTIONS
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the watcher remembers of one TrainJob: its last progress and since when it has been that."""
+
+    percentage: int | None
+    since_s: float
+
+
+@dataclass(frozen=True)
+class Stall:
+    since_s: float
+    """When progress stopped (epoch seconds): the last report, the last change of percentage or the last log line."""
+    why: str
+
+
+def trainer_progress(trainjob: dict) -> tuple[int | None, float | None]:
+    """(progressPercentage, lastUpdatedTime as epoch seconds) of `status.trainerStatus`; (None, None) without."""
+    status = ((trainjob.get("status") or {}).get("trainerStatus")) or {}
+    updated = status.get("lastUpdatedTime")
+    try:
+        updated_s = parse_time(updated).timestamp() if updated else None
+    except ValueError:
+        updated_s = None
+    percentage = status.get("progressPercentage")
+    return (percentage if isinstance(percentage, int) else None), updated_s
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _at(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%H:%M:%S UTC")
+
+
+def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float, after_s: float,
+          last_log_s: float | None = None, after_log_s: float = 0.0) -> tuple[Seen | None, Stall | None]:
+    """(what to remember, the stall if the TrainJob is stalled now)."""
+    if not holds_gpus or after_s <= 0:
+        return None, None
+    percentage, updated_s = trainer_progress(trainjob)
+    if updated_s is None:
+        if after_log_s > 0 and last_log_s is not None and now_s - last_log_s >= after_log_s:
+            return None, Stall(last_log_s, f"holds GPUs and wrote no log line for {_ago(now_s - last_log_s)} "
+                                           f"(last at {_at(last_log_s)}); it reports no trainerStatus")
+        return None, None
+    if previous is not None and previous.percentage == percentage:
+        since_s = previous.since_s
+    else:
+        since_s = updated_s if previous is None else now_s  # first sight: the last report is all that is known
+    seen = Seen(percentage, since_s)
+    if now_s - updated_s >= after_s:
+        return seen, Stall(updated_s, f"holds GPUs and its trainer has reported no progress for "
+                                      f"{_ago(now_s - updated_s)} (trainerStatus.lastUpdatedTime {_at(updated_s)})")
+    if percentage is not None and now_s - since_s >= after_s:
+        return seen, Stall(since_s, f"holds GPUs and its progress has stayed at {percentage} % for "
+                                    f"{_ago(now_s - since_s)} (since {_at(since_s)})")
+    return seen, None
+
+
+def last_log_time(log_tail: str) -> float | None:
+    """The timestamp of the last line of a pod log read with `timestamps=true` (RFC 3339 with nanoseconds)."""
+    lines = [line for line in log_tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    stamp = lines[-1].split(" ", 1)[0]
+    head, _, fraction = stamp.rstrip("Z").partition(".")
+    try:
+        return parse_time(f"{head}Z").timestamp() + (float(f"0.{fraction}") if fraction.isdigit() else 0.0)
+    except ValueError:
+        return None

@@ -1,0 +1,97 @@
+"""Stalled TrainJobs on the test cluster (its controller flags 20 s without progress): two TrainJobs hold 8 GPUs each,
+one's trainer keeps reporting progress (trainerStatus, as the status server writes it), the other's stops. Only
+the stopped one gets `TrainJobStalled` and is listed by `trainyard report`; the same loop with the action `suspend`
+(run here) gives its GPUs back and leaves the other alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+
+from trainyard.controller.runtime.apiserver import ApiServer
+from trainyard.timestamps import now_time
+from trainyard.usage.stall_watcher import StallWatcher
+from trainyard.usage.stalls import REASON
+
+from builders import new_trainjob, torch_runtime
+from tenant_helpers import GROUP, VERSION, create, delete_cluster_object
+
+pytestmark = pytest.mark.integration
+
+
+def timed(seconds: int) -> list[dict]:
+    return [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {
+        "pod-complete.stage.kwok.x-k8s.io/delay": f"{seconds}s"}}}]
+
+
+def report_progress(cluster, ns: str, name: str, percentage: int) -> None:
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, "trainjobs", name, {"status": {
+        "trainerStatus": {"progressPercentage": percentage, "lastUpdatedTime": now_time()}}})
+
+
+def running(cluster, ns: str, name: str) -> list:
+    return [p for p in cluster.core.list_namespaced_pod(ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}").items
+            if p.status.phase == "Running"]
+
+
+def stalled_events(cluster, ns: str) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for event in cluster.core.list_namespaced_event(ns).items:
+        if event.reason == REASON:
+            found.setdefault(event.involved_object.name, []).append(event)
+    return found
+
+
+@pytest.fixture
+def runtime(cluster):
+    name = f"torch-{uuid.uuid4().hex[:6]}"
+    create(cluster, torch_runtime(name, gpus=8, queue="default"))
+    yield name
+    delete_cluster_object(cluster, "clustertrainingruntime", name)
+
+
+def test_a_trainjob_whose_progress_stops_is_flagged_and_one_that_progresses_is_not(cluster, runtime):
+    ns = cluster.namespace("stalls")
+    for name in ("stuck", "moving"):
+        create(cluster, new_trainjob(name, runtime, namespace=ns, nodes=1, podTemplateOverrides=timed(600)))
+    cluster.wait(lambda: running(cluster, ns, "stuck") and running(cluster, ns, "moving"), timeout=90,
+                 what="both TrainJobs' pods running")
+    report_progress(cluster, ns, "stuck", 10)  # its trainer's last report
+    done = threading.Event()
+
+    def progress() -> None:
+        percentage = 10
+        while not done.wait(4):
+            percentage = min(99, percentage + 1)
+            report_progress(cluster, ns, "moving", percentage)
+
+    reporter = threading.Thread(target=progress, daemon=True)
+    reporter.start()
+    try:
+        report_progress(cluster, ns, "moving", 10)
+        flagged = cluster.wait(lambda: stalled_events(cluster, ns).get("stuck"), timeout=90, interval=3,
+                               what="the controller to flag the stuck TrainJob")
+        assert flagged[0].type == "Warning" and "reported no progress for" in flagged[0].message, flagged[0].message
+        assert "moving" not in stalled_events(cluster, ns), "a progressing TrainJob is never flagged"
+
+        shown = subprocess.run([sys.executable, "-m", "trainyard.cli", "report", "--kubeconfig", cluster.kubeconfig,
+                                "--all"], capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        listing = shown.stdout.split("Stalled TrainJobs", 1)[1]
+        assert "stuck" in listing and "moving" not in listing, listing
+
+        suspended = StallWatcher(ApiServer.from_kubeconfig(cluster.kubeconfig), after_s=20, action="suspend").step()
+        assert f"{ns}/stuck" in suspended and f"{ns}/moving" not in suspended, suspended
+        stuck = cluster.get_object(GROUP, VERSION, "trainjobs", "stuck", ns)
+        assert stuck["spec"]["suspend"] is True
+        cluster.wait(lambda: not running(cluster, ns, "stuck"), timeout=90, what="the stalled TrainJob's GPUs given back")
+        assert running(cluster, ns, "moving"), "the progressing TrainJob runs on"
+        assert json.dumps(stalled_events(cluster, ns).get("moving", []), default=str) == "[]"
+    finally:
+        done.set()
+        reporter.join()

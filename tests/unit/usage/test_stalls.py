@@ -1,0 +1,88 @@
+"""Stalled TrainJobs (pure): no trainerStatus report, or a percentage that does not move, while the TrainJob holds
+GPUs; a last log line standing in without trainerStatus; the pods that count as holding GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainyard.usage.stall_watcher import gpu_pods_by_trainjob
+from trainyard.usage.stalls import Seen, judge, last_log_time
+
+T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+AFTER = 600.0
+
+
+def iso(epoch_s: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def trainjob(percentage=None, updated=None):
+    status = {} if updated is None else {"trainerStatus": {"lastUpdatedTime": iso(updated),
+                                                           **({"progressPercentage": percentage}
+                                                              if percentage is not None else {})}}
+    return {"metadata": {"name": "tj", "namespace": "ns", "uid": "u"}, "status": status}
+
+
+@pytest.mark.parametrize("job, holds, previous, now, stalled, words", [
+    # reporting and moving: fine
+    (trainjob(40, T0 - 30), True, Seen(35, T0 - 200), T0, False, None),
+    # silent for 11 min: stalled, whatever the percentage
+    (trainjob(40, T0 - 660), True, Seen(40, T0 - 700), T0, True, "reported no progress for 11 min"),
+    # reporting, but stuck at 40 % for 11 min
+    (trainjob(40, T0 - 10), True, Seen(40, T0 - 660), T0, True, "stayed at 40 % for 11 min"),
+    # stuck but not long enough
+    (trainjob(40, T0 - 10), True, Seen(40, T0 - 300), T0, False, None),
+    # holds no GPU (suspended, not started, finished): never stalled
+    (trainjob(40, T0 - 6000), False, Seen(40, T0 - 7000), T0, False, None),
+    # no trainerStatus and no log evidence: not judged
+    (trainjob(), True, None, T0, False, None),
+    # first sight after a restart: the last report is when progress was last known
+    (trainjob(40, T0 - 700), True, None, T0, True, "reported no progress for 12 min"),
+])
+def test_a_trainjob_holding_gpus_is_stalled_when_its_progress_stops(job, holds, previous, now, stalled, words):
+    _, stall = judge(job, holds, previous, now, AFTER)
+    assert (stall is not None) is stalled
+    if words:
+        assert words in stall.why
+
+
+def test_the_memory_keeps_when_the_percentage_last_moved():
+    seen, _ = judge(trainjob(40, T0 - 10), True, Seen(35, T0 - 100), T0, AFTER)
+    assert seen == Seen(40, T0)  # moved now
+    seen, _ = judge(trainjob(40, T0 + 50), True, seen, T0 + 60, AFTER)
+    assert seen == Seen(40, T0)  # same percentage: since is kept
+    assert judge(trainjob(40, T0), False, seen, T0, AFTER) == (None, None)  # GPUs given back: forgotten
+
+
+@pytest.mark.parametrize("last_log, after_log, stalled", [(T0 - 700, 600.0, True), (T0 - 100, 600.0, False),
+                                                          (T0 - 700, 0.0, False), (None, 600.0, False)])
+def test_without_trainer_status_the_last_log_line_stands_in(last_log, after_log, stalled):
+    _, stall = judge(trainjob(), True, None, T0, AFTER, last_log, after_log)
+    assert (stall is not None) is stalled
+    if stalled:
+        assert "wrote no log line for 12 min" in stall.why
+
+
+@pytest.mark.parametrize("tail, expected", [
+    ("2027-01-15T08:00:00.123456789Z step 100 loss 2.3\n", T0 + 0.123456789),
+    ("2027-01-15T07:59:00Z a\n2027-01-15T08:00:00Z b\n", T0),
+    ("", None), ("not a log\n", None),
+])
+def test_the_last_log_lines_time(tail, expected):
+    found = last_log_time(tail)
+    assert found == (pytest.approx(expected) if expected else None)
+
+
+def pod(name, phase="Running", gpus=True, jobset="tj", ns="ns"):
+    resources = {"limits": {"nvidia.com/gpu": "8"}} if gpus else {}
+    return {"metadata": {"name": name, "namespace": ns, "labels": {"jobset.sigs.k8s.io/jobset-name": jobset}},
+            "spec": {"containers": [{"name": "node", "resources": resources}]}, "status": {"phase": phase}}
+
+
+def test_only_running_gpu_pods_of_a_jobset_hold_gpus():
+    found = gpu_pods_by_trainjob([pod("a"), pod("b", phase="Pending"), pod("c", gpus=False), pod("d", jobset="other"),
+                                  {**pod("e"), "metadata": {"name": "e", "namespace": "ns", "labels": {}}}])
+    assert {key: [p["metadata"]["name"] for p in pods] for key, pods in found.items()} == {
+        ("ns", "tj"): ["a"], ("ns", "other"): ["d"]}
