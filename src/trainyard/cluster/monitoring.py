@@ -50,7 +50,8 @@ def trainjob_metrics() -> dict:
     `trainyard_trainjob_info` (runtime, its kind, the priority class the TrainJob selected), `_created` (unix
     seconds), `_condition` (type, reason; 1 True) and `_condition_time` (when it last changed); per queue
     `trainyard_queue_weight`, `_deserved_gpus` and `_capability_gpus`: the entitlement as it was at each moment."""
-    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": [trainjob_resource(), queue_resource()]}}
+    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": [trainjob_resource(), queue_resource(),
+                                                                         podgroup_resource()]}}
 
 
 def trainjob_resource() -> dict:
@@ -71,6 +72,20 @@ def trainjob_resource() -> dict:
             {"name": "condition_time", "help": "When each status condition last changed (unix seconds)",
              "each": {"type": "Gauge", "gauge": {**conditions, "valueFrom": ["lastTransitionTime"]}}},
         ]}
+
+
+PODGROUP_PREFIX = "trainyard_podgroup"
+
+
+def podgroup_resource() -> dict:
+    return {
+        "groupVersionKind": {"group": K.VOLCANO_GROUP, "version": K.VOLCANO_VERSION, "kind": "PodGroup"},
+        "metricNamePrefix": PODGROUP_PREFIX,
+        "labelsFromPath": {"namespace": ["metadata", "namespace"], "podgroup": ["metadata", "name"],
+                           "queue": ["spec", "queue"]},
+        "metrics": [{"name": "min_gpus", "help": "The GPUs the PodGroup's gang asks for (spec.minResources)",
+                     "each": {"type": "Gauge", "gauge": {"path": ["spec", "minResources"],
+                                                         "valueFrom": [K.GPU_RESOURCE]}}}]}
 
 
 def queue_resource() -> dict:

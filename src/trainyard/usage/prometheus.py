@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainyard.cluster import monitoring as M
 from trainyard.errors import TrainyardError
-from trainyard.usage.record import OUTCOMES, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
+from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
 
 POD = ("namespace", "pod", "uid")
 JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
@@ -54,6 +54,10 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
         "trainjob_outcome": (f'last_over_time({M.TRAINJOB_PREFIX}_condition{{type=~"{"|".join(OUTCOMES)}"}}[{w}]) '
                              f"== 1"),
         "trainjob_outcome_time": f'last_over_time({M.TRAINJOB_PREFIX}_condition_time{{type=~"{"|".join(OUTCOMES)}"}}[{w}])',
+        "trainjob_last_seen": f"ts_of_last_over_time({M.TRAINJOB_PREFIX}_created[{w}])",
+        "podgroup_gpus": f"last_over_time({M.PODGROUP_PREFIX}_min_gpus[{w}])",
+        "queue_weight": f"last_over_time({M.QUEUE_PREFIX}_weight[{w}])",
+        "capacity": f'sum(last_over_time(kube_node_status_allocatable{{{gpu}}}[{w}]))',
     }
 
 
@@ -86,9 +90,30 @@ def build_record(answers: dict[str, list[dict]], entitlement: list[dict], since:
             namespaces[labels["namespace"]] = Tenancy(tenant=labels.get(TENANT_LABEL) or labels["namespace"],
                                                       queue=labels.get(QUEUE_LABEL, ""),
                                                       catalog=labels.get(CATALOG_LABEL, ""))
-    return UsageRecord(since=since, until=until, pods=pods, trainjobs=trainjob_facts(answers), namespaces=namespaces,
+    facts = trainjob_facts(answers)
+    return UsageRecord(since=since, until=until, pods=pods, trainjobs=facts, namespaces=namespaces,
                        entitlement={s["metric"].get("queue", ""): [(float(t), float(v)) for t, v in s["values"]]
-                                    for s in entitlement})
+                                    for s in entitlement},
+                       demands=demands(answers, facts), weights={
+                           metric.get("queue", ""): value for (metric, value) in _by(answers["queue_weight"],
+                                                                                     ("queue",)).values()},
+                       capacity=sum(float(s["value"][1]) for s in answers["capacity"]))
+
+
+def demands(answers: dict[str, list[dict]], facts: list[TrainJobFacts]) -> list[Demand]:
+    """Each TrainJob whose PodGroup asked for GPUs: from its creation to its outcome, else to when its series was
+    last seen (deleted, or still there when the window closed)."""
+    gangs = {key: value for key, (_, value) in _by(answers["podgroup_gpus"], ("namespace", "podgroup")).items()}
+    last_seen = {key: value for key, (_, value) in _by(answers["trainjob_last_seen"], ("namespace", "trainjob")).items()}
+    out = []
+    for job in facts:
+        key = (job.namespace, job.name)
+        gpus = gangs.get(key, 0.0)
+        if gpus <= 0 or job.created is None:
+            continue
+        end = job.finished if job.outcome else last_seen.get(key)
+        out.append(Demand(job.namespace, job.name, gpus, job.created, end))
+    return out
 
 
 def trainjob_facts(answers: dict[str, list[dict]]) -> list[TrainJobFacts]:
@@ -138,11 +163,14 @@ class Prometheus:
                                                  "step": f"{step:g}"})
 
 
-def last_seen_fallback(since: float, until: float) -> str:
-    """Without Prometheus' experimental functions (3.5+, `--enable-feature=promql-experimental-functions`): the
-    same from a subquery, to within its step."""
+LAST_SEEN = {"last_seen": "kube_pod_start_time", "trainjob_last_seen": f"{M.TRAINJOB_PREFIX}_created"}
+
+
+def last_seen_fallback(name: str, since: float, until: float) -> str:
+    """Without Prometheus' experimental functions (3.5+, `--enable-feature=promql-experimental-functions`): when a
+    series was last seen, from a subquery, to within its step."""
     step = max(M.SCRAPE_INTERVAL_S, math.ceil((until - since) / MOST_ENTITLEMENT_POINTS))
-    return f"max_over_time(timestamp(kube_pod_start_time)[{window(until - since)}:{step}s])"
+    return f"max_over_time(timestamp({LAST_SEEN[name]})[{window(until - since)}:{step}s])"
 
 
 def read_record(prometheus: Prometheus, since: float, until: float) -> UsageRecord:
@@ -152,9 +180,9 @@ def read_record(prometheus: Prometheus, since: float, until: float) -> UsageReco
         try:
             answers[name] = prometheus.query(promql, until)
         except UsageError as exc:
-            if name != "last_seen" or "ts_of_last_over_time" not in str(exc):
+            if name not in LAST_SEEN or "ts_of_last_over_time" not in str(exc):
                 raise
-            answers[name] = prometheus.query(last_seen_fallback(since, until), until)
+            answers[name] = prometheus.query(last_seen_fallback(name, since, until), until)
     entitlement = prometheus.query_range(M.QUEUE_ENTITLED, since, until, entitlement_step(since, until))
     return build_record(answers, entitlement, since, until)
 

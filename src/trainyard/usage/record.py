@@ -45,6 +45,17 @@ class TrainJobFacts:
 
 
 @dataclass(frozen=True)
+class Demand:
+    """A TrainJob's gang asking for GPUs, from its creation until it finished (or went away, or the window ended)."""
+
+    namespace: str
+    name: str
+    gpus: float
+    start: float
+    end: float | None
+
+
+@dataclass(frozen=True)
 class Tenancy:
     """A namespace's tenant, queue and pinned catalog release (its labels); a namespace of no tenant has none."""
 
@@ -62,6 +73,11 @@ class UsageRecord:
     namespaces: dict[str, Tenancy] = field(default_factory=dict)
     entitlement: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     """Queue -> (time, GPUs it was entitled to) samples, in time order."""
+    demands: list[Demand] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)
+    """Queue -> its weight (the last known in the window)."""
+    capacity: float = 0.0
+    """The cluster's allocatable GPUs (the nodes seen in the window)."""
 
     def tenancy(self, namespace: str) -> Tenancy:
         return self.namespaces.get(namespace, Tenancy())

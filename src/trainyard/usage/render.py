@@ -83,3 +83,32 @@ def to_table(by: str, rows: list[GroupUsage], since: float, until: float) -> str
 
 def render(output: str, by: str, rows: list[GroupUsage], since: float, until: float) -> str:
     return {"json": to_json, "csv": to_csv, "table": to_table}[output](by, rows, since, until)
+
+
+def fairness_title(fairness: dict) -> str:
+    if not fairness.get("saturated_s"):
+        return "Fairness: the cluster was never saturated in the window (demand below capacity): nothing to audit"
+    jain = fairness.get("jain_index")
+    return (f"Fairness while saturated ({fairness['saturated_s'] / 60:.0f} min; allocation "
+            f"{100 * (fairness.get('allocation') or 0):.1f} %; Jain's index {'-' if jain is None else f'{jain:.3f}'})")
+
+
+def fairness_text(fairness: dict) -> str:
+    """The audit's tenants: entitlement (weight share, fair share) against the share received, and starvation."""
+    lines = [fairness_title(fairness)]
+    if not fairness.get("saturated_s"):
+        return lines[0]
+    header = ("tenant", "weight share", "fair share", "received", "points", "starved", "longest starvation")
+    rows: list[tuple[str, ...]] = [header]
+    for name, t in sorted(fairness["tenants"].items()):
+        longest = max((s["to_s"] - s["from_s"] for s in t["starvation"]), default=0.0)
+        rows.append((name, _percent(t["weight_share"]), _percent(t["fair_share"]), _percent(t["share"]),
+                     "-" if t["deviation_points"] is None else f"{t['deviation_points']:+.1f}",
+                     _wait(t["starved_s"]) if t["starved_s"] else "0", _wait(longest) if longest else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from trainyard.usage import account, prometheus as reader, render
+from trainyard.usage import account, fairness_audit, prometheus as reader, render
 from trainyard.usage.plots import write_plots
 from trainyard.usage.record import UsageRecord
 from trainyard.usage.series import tenant_series
@@ -27,7 +28,12 @@ class UsageWindow:
 
     @property
     def table(self) -> str:
-        return render.to_table("tenant", self.rows, self.record.since, self.record.until)
+        return render.to_table("tenant", self.rows, self.record.since, self.record.until) + "\n\n" + \
+            render.fairness_text(self.fairness)
+
+    @cached_property
+    def fairness(self) -> dict:
+        return fairness_audit.audit(self.record)
 
     def json_rows(self) -> list[dict]:
         return [render.row("tenant", usage, self.record.since, self.record.until) for usage in self.rows]
@@ -36,6 +42,9 @@ class UsageWindow:
         """Write the plots under `out`; returns `write_html`'s extra arguments."""
         title = (f"GPU usage by tenant, {render.format_time_s(self.record.since)} to "
                  f"{render.format_time_s(self.record.until)}")
-        return {"extra_sections": [(title, self.json_rows())],
+        fairness = self.fairness
+        rows = [{"tenant": name, **{k: v for k, v in figures.items() if k != "starvation"}}
+                for name, figures in fairness["tenants"].items()]
+        return {"extra_sections": [(title, self.json_rows()), (render.fairness_title(fairness), rows)],
                 "extra_images": write_plots(tenant_series(self.record), out),
-                "extra_json": {"usage": self.json_rows()}}
+                "extra_json": {"usage": self.json_rows(), "fairness": fairness}}

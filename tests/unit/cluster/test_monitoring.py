@@ -24,7 +24,8 @@ def test_prometheus_scrapes_the_local_components_on_the_clusters_own_ports(tmp_p
     trainjobs = yaml.safe_load((tmp_path / "prometheus" / "trainjob-metrics.yaml").read_text())
     assert [r["groupVersionKind"] for r in trainjobs["spec"]["resources"]] == [
         {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
-        {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"}]
+        {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "Queue"},
+        {"group": "scheduling.volcano.sh", "version": "v1beta1", "kind": "PodGroup"}]
 
 
 def test_the_rules_count_gpu_requests_of_running_pods_and_carry_the_namespaces_queue():

@@ -29,7 +29,7 @@ def answers(**overrides):
 def test_every_query_reads_the_whole_window_at_its_end():
     queries = P.instant_queries(since=1000.0, until=1000.0 + 7 * 86400)
     assert "[604800s]" in queries["start"] and queries["last_seen"] == "ts_of_last_over_time(kube_pod_start_time[604800s])"
-    assert P.last_seen_fallback(1000.0, 1000.0 + 7 * 86400) == "max_over_time(timestamp(kube_pod_start_time)[604800s:121s])"
+    assert P.last_seen_fallback("last_seen", 1000.0, 1000.0 + 7 * 86400) == "max_over_time(timestamp(kube_pod_start_time)[604800s:121s])"
     assert queries["present"] == "kube_pod_start_time"  # the pods that still exist at the window's end
     assert 'resource="nvidia_com_gpu"' in queries["gpus"]
 
