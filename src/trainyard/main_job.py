@@ -33,6 +33,7 @@ def closing_hint(cluster: str, stack: str = stack_deploy.LOCAL_STACK) -> str:
         ("kubectl get clustertrainingruntimes", "the current catalog release"),
         (f"kubectl create -f {example} --as alice --as-group team-a-users", "a first TrainJob, as a tenant user"),
         ("kubectl get trainjobs,jobsets,podgroups -n team-a", "the TrainJob, its JobSet and gang"),
+        (f".venv/bin/trainyard usage --since 1h{name_flag}", "GPU-hours, waits and outcomes per tenant"),
         (f".venv/bin/trainyard cluster status{name_flag}", "processes and logs"),
         ("make down" if not name_flag else f".venv/bin/trainyard down{name_flag}", "stop everything"),
     ]

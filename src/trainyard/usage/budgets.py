@@ -82,6 +82,6 @@ def decide(budget: Budget, previous: BudgetStatus | None, spent: float, now: dt.
     we_closed = previous is not None and previous.action == "closeQueue"
     closed = queue_state in (CLOSED, CLOSING)
     return Decision(status=status,
-                    close_queue=action == "closeQueue" and queue_state == OPEN,
+                    close_queue=action == "closeQueue" and queue_state in (OPEN, "", None),  # "": Volcano's Open
                     open_queue=not exhausted and we_closed and closed)
 
