@@ -6,7 +6,10 @@ the controller stopped so its own loop does not close the queue again)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -61,6 +64,11 @@ def test_a_spent_budget_closes_the_queue_and_the_next_period_reopens_it(cluster,
         spent = cluster.wait(lambda: (s := budget_status(cluster, tenant.ns)) and s.state == "exhausted" and s,
                              timeout=180, interval=3, what="the controller to find the budget spent")
         assert spent.action == "closeQueue" and spent.gpu_hours >= BUDGET_GPU_HOURS, spent
+        told = subprocess.run([sys.executable, "-m", "trainyard.cli", "usage", "--name", cluster.name, "--since", "1h",
+                               "-o", "json"], capture_output=True, text=True, timeout=120)
+        assert told.returncode == 0, told.stderr
+        (mine,) = [row for row in json.loads(told.stdout) if row["group"] == spec.name]
+        assert mine["budget"]["state"] == "exhausted" and mine["budget"]["spent_gpu_hours"] >= BUDGET_GPU_HOURS, mine
         cluster.wait(lambda: queue_state(cluster, tenant.queue) in ("Closing", "Closed"), timeout=60,
                      what="Volcano to close the tenant's queue")
         assert running_pods(cluster, tenant.ns, "first"), "the running gang goes on"

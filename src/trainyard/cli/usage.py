@@ -44,10 +44,32 @@ def usage_command(
         refuse(str(exc) if "--since" in str(exc) else f"--until {until!r} is not an RFC 3339 time "
                f"(such as 2026-11-27T09:00:00Z): {exc}")
     try:
-        record = reader.read_record(reader.Prometheus(reader.resolve_url(prometheus, name)), end - span, end)
+        server = reader.Prometheus(reader.resolve_url(prometheus, name))
+        record = reader.read_record(server, end - span, end)
+        budgets = budget_forecasts(server, record) if by == "tenant" else {}
     except TrainyardError as exc:
         refuse(str(exc))
-    typer.echo(render.render(output, by, account.account(record, by), end - span, end))
+    typer.echo(render.render(output, by, account.account(record, by), end - span, end, budgets))
+
+
+def budget_forecasts(server, record) -> dict[str, dict]:
+    """Tenant -> its budget this period (spent so far, state, when it runs out at the period's pace); the
+    period may reach back before the window, so it is read on its own."""
+    import datetime as dt
+
+    from trainyard.usage import budgets as B, prometheus as reader
+
+    if not record.budgets:
+        return {}
+    now = dt.datetime.fromtimestamp(record.until, dt.timezone.utc)
+    earliest = min(B.period_bounds(b.period, now)[0] for b in record.budgets.values()).timestamp()
+    periods = record if earliest >= record.since else reader.read_record(server, earliest, record.until)
+    out = {}
+    for namespace, budget in record.budgets.items():
+        start = B.period_bounds(budget.period, now)[0].timestamp()
+        spent = sum(s.held_within(start, record.until) for s in periods.pods if s.namespace == namespace) / 3600
+        out[record.tenancy(namespace).tenant] = B.forecast(budget, spent, now)
+    return out
 
 
 def register(app: typer.Typer) -> None:

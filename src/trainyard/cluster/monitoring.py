@@ -37,7 +37,9 @@ def kube_state_metrics_args(kubeconfig: Path, port: int, telemetry_port: int, tr
     allow = f"pods=[{','.join(POD_LABELS)}],namespaces=[{','.join(NAMESPACE_LABELS)}]"
     return [f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}", "--telemetry-host=127.0.0.1",
             f"--telemetry-port={telemetry_port}", f"--resources={','.join(KSM_RESOURCES)}",
-            f"--metric-labels-allowlist={allow}", f"--custom-resource-state-config-file={trainjob_config}"]
+            f"--metric-labels-allowlist={allow}",
+            f"--metric-annotations-allowlist=namespaces=[{K.NAMESPACE_BUDGET_ANNOTATION}]",  # usage's forecast
+            f"--custom-resource-state-config-file={trainjob_config}"]
 
 
 TRAINJOB_PREFIX = "trainyard_trainjob"

@@ -85,3 +85,13 @@ def decide(budget: Budget, previous: BudgetStatus | None, spent: float, now: dt.
                     close_queue=action == "closeQueue" and queue_state in (OPEN, "", None),  # "": Volcano's Open
                     open_queue=not exhausted and we_closed and closed)
 
+
+
+def forecast(budget: Budget, spent: float, now: dt.datetime) -> dict:
+    """A tenant's budget this period as `trainyard usage` prints it: spent, state and the date it runs out."""
+    start, end = period_bounds(budget.period, now)
+    moment = runs_out(spent, budget.gpu_hours, start, end, now)
+    return {"gpu_hours": budget.gpu_hours, "period": period_label(budget.period, now),
+            "spent_gpu_hours": round(spent, 4), "percent": round(100 * spent / budget.gpu_hours, 1),
+            "state": state_of(spent, budget.gpu_hours), "action": budget.action,
+            "runs_out": None if moment is None else format_time(moment)}

@@ -16,6 +16,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+from trainyard import k8s as K
+from trainyard.budget_status import Budget
 from trainyard.cluster import monitoring as M
 from trainyard.errors import TrainyardError
 from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
@@ -23,6 +25,7 @@ from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobF
 POD = ("namespace", "pod", "uid")
 JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
 TENANT_LABEL, QUEUE_LABEL, CATALOG_LABEL = (M.series_label(label) for label in M.NAMESPACE_LABELS)
+BUDGET_LABEL = "annotation_" + "".join(c if c.isalnum() else "_" for c in K.NAMESPACE_BUDGET_ANNOTATION)
 MOST_ENTITLEMENT_POINTS = 5000
 """Range reads of a queue's entitlement take at most this many steps (Prometheus refuses above 11,000)."""
 
@@ -58,6 +61,7 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
         "podgroup_gpus": f"last_over_time({M.PODGROUP_PREFIX}_min_gpus[{w}])",
         "queue_weight": f"last_over_time({M.QUEUE_PREFIX}_weight[{w}])",
         "capacity": f'sum(last_over_time(kube_node_status_allocatable{{{gpu}}}[{w}]))',
+        "budgets": f'last_over_time(kube_namespace_annotations{{{BUDGET_LABEL}!=""}}[{w}])',
     }
 
 
@@ -97,7 +101,9 @@ def build_record(answers: dict[str, list[dict]], entitlement: list[dict], since:
                        demands=demands(answers, facts), weights={
                            metric.get("queue", ""): value for (metric, value) in _by(answers["queue_weight"],
                                                                                      ("queue",)).values()},
-                       capacity=sum(float(s["value"][1]) for s in answers["capacity"]))
+                       capacity=sum(float(s["value"][1]) for s in answers["capacity"]),
+                       budgets={s["metric"]["namespace"]: budget for s in answers["budgets"]
+                                if (budget := Budget.from_annotation(s["metric"].get(BUDGET_LABEL)))})
 
 
 def demands(answers: dict[str, list[dict]], facts: list[TrainJobFacts]) -> list[Demand]:

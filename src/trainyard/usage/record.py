@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainyard.budget_status import Budget
+
 NO_TENANT = "(no tenant)"
 NONE = "(none)"
 OUTCOMES = ("Complete", "Failed")
@@ -78,6 +80,8 @@ class UsageRecord:
     """Queue -> its weight (the last known in the window)."""
     capacity: float = 0.0
     """The cluster's allocatable GPUs (the nodes seen in the window)."""
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    """Namespace -> its GPU-hour budget (the annotation as kube-state-metrics last exported it)."""
 
     def tenancy(self, namespace: str) -> Tenancy:
         return self.namespaces.get(namespace, Tenancy())

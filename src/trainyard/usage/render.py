@@ -45,17 +45,29 @@ def format_time_s(seconds: float) -> str:
     return format_time(dt.datetime.fromtimestamp(seconds, dt.timezone.utc))
 
 
-def to_json(by: str, rows: Iterable[GroupUsage], since: float, until: float) -> str:
-    return json.dumps([row(by, usage, since, until) for usage in rows], indent=2)
+def to_json(by: str, rows: Iterable[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
+    """One object per group; a tenant with a budget also has `budget` (this period: gpu_hours, period,
+    spent_gpu_hours, percent, state, action, runs_out)."""
+    budgets = budgets or {}
+    return json.dumps([{**row(by, usage, since, until), **({"budget": budgets[usage.group]}
+                                                         if usage.group in budgets else {})} for usage in rows],
+                      indent=2)
 
 
-def to_csv(by: str, rows: Iterable[GroupUsage], since: float, until: float) -> str:
+BUDGET_COLUMNS = ("budget_gpu_hours", "budget_spent_gpu_hours", "budget_state", "budget_runs_out")
+
+
+def to_csv(by: str, rows: Iterable[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
+    budgets = budgets or {}
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[by, *FIELDS, "since", "until"], extrasaction="ignore",
-                            lineterminator="\n")
+    columns = [by, *FIELDS, "since", "until", *(BUDGET_COLUMNS if budgets else ())]
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for usage in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row(by, usage, since, until).items()})
+        found = budgets.get(usage.group) or {}
+        extra = {"budget_gpu_hours": found.get("gpu_hours"), "budget_spent_gpu_hours": found.get("spent_gpu_hours"),
+                 "budget_state": found.get("state"), "budget_runs_out": found.get("runs_out")}
+        writer.writerow({k: "" if v is None else v for k, v in {**row(by, usage, since, until), **extra}.items()})
     return out.getvalue()
 
 
@@ -65,7 +77,7 @@ def _wait(seconds: float | None) -> str:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
 
 
-def to_table(by: str, rows: list[GroupUsage], since: float, until: float) -> str:
+def to_table(by: str, rows: list[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
     header: tuple[str, ...] = (by, "GPU-h", "within", "borrowed", "wait p50", "wait p95", "started", "waiting", "completed", "failed")
     lines: list[tuple[str, ...]] = [(u.group, f"{u.gpu_hours:.2f}", f"{u.gpu_hours_within:.2f}", f"{u.gpu_hours_borrowed:.2f}",
               _wait(u.wait_p50_s), _wait(u.wait_p95_s), str(u.started), str(u.waiting), str(u.completed),
@@ -78,11 +90,18 @@ def to_table(by: str, rows: list[GroupUsage], since: float, until: float) -> str
     text = [f"GPU usage by {by}, {format_time_s(since)} to {format_time_s(until)}"]
     for line in (header, *lines):
         text.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))))
+    if budgets:
+        text += ["", "Budgets this period"]
+        for tenant, b in sorted(budgets.items()):
+            out = f"runs out {b['runs_out']}" if b["runs_out"] else "lasts the period at this pace"
+            text.append(f"  {tenant}: {b['spent_gpu_hours']:.2f} of {b['gpu_hours']:g} GPU-h {b['period']} "
+                        f"({b['percent']:.0f} %, {b['state']}); {out}; at 100 %: {b['action']}")
     return "\n".join(text)
 
 
-def render(output: str, by: str, rows: list[GroupUsage], since: float, until: float) -> str:
-    return {"json": to_json, "csv": to_csv, "table": to_table}[output](by, rows, since, until)
+def render(output: str, by: str, rows: list[GroupUsage], since: float, until: float,
+           budgets: dict | None = None) -> str:
+    return {"json": to_json, "csv": to_csv, "table": to_table}[output](by, rows, since, until, budgets)
 
 
 def fairness_title(fairness: dict) -> str:

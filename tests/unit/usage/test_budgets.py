@@ -157,3 +157,31 @@ def test_the_queue_command_has_only_fields_of_volcanos_command_crd():
     command = queue_command({"metadata": {"name": "q", "uid": "u"}}, "OpenQueue", "why")
     assert set(command) <= set(schema), set(command) - set(schema)
     assert set(command["target"]) <= set(schema["target"]["properties"])
+
+
+def test_usage_forecasts_the_date_the_budget_runs_out():
+    from trainyard.usage.budgets import forecast
+
+    found = forecast(CLOSE, 50.0, at("2026-11-11T00:00:00"))
+    assert found == {"gpu_hours": 100, "period": "2026-11", "spent_gpu_hours": 50.0, "percent": 50.0, "state": "ok",
+                     "action": "closeQueue", "runs_out": "2026-11-21T00:00:00Z"}
+    assert forecast(CLOSE, 5.0, at("2026-11-11T00:00:00"))["runs_out"] is None
+
+
+def test_the_budget_columns_of_usage_output():
+    import csv
+    import io
+
+    from trainyard.usage.account import GroupUsage
+    from trainyard.usage.budgets import forecast
+    from trainyard.usage.render import render
+
+    rows = [GroupUsage("team-a", 50.0, 10.0, None, None, 0, 0, 0, 0), GroupUsage("team-b", 1.0, 0.0, None, None,
+                                                                                 0, 0, 0, 0)]
+    budgets = {"team-a": forecast(CLOSE, 50.0, at("2026-11-11T00:00:00"))}
+    objects = json.loads(render("json", "tenant", rows, 0.0, 1.0, budgets))
+    assert objects[0]["budget"]["runs_out"] == "2026-11-21T00:00:00Z" and "budget" not in objects[1]
+    table = render("table", "tenant", rows, 0.0, 1.0, budgets)
+    assert "team-a: 50.00 of 100 GPU-h 2026-11 (50 %, ok); runs out 2026-11-21T00:00:00Z; at 100 %: closeQueue" in table
+    sheet = list(csv.DictReader(io.StringIO(render("csv", "tenant", rows, 0.0, 1.0, budgets))))
+    assert (sheet[0]["budget_state"], sheet[1]["budget_state"]) == ("ok", "")

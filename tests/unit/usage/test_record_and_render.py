@@ -110,3 +110,11 @@ def test_the_table_ends_with_a_total():
     text = render("table", "tenant", ROWS, 0.0, 3600.0)
     total = text.splitlines()[-1].split()
     assert total[:4] == ["total", "64.00", "56.00", "8.00"] and total[-2:] == ["3", "1"]
+
+
+def test_a_namespaces_budget_comes_from_its_exported_annotation():
+    budget = '{"gpuHours": 100, "period": "weekly", "action": "closeQueue"}'
+    record = P.build_record(answers(budgets=[sample(1, namespace="team-a", annotation_trainyard_dev_budget=budget),
+                                             sample(1, namespace="team-b", annotation_trainyard_dev_budget="{bad")]),
+                            [], 0.0, 10.0)
+    assert list(record.budgets) == ["team-a"] and record.budgets["team-a"].period == "weekly"
