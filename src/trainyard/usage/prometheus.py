@@ -43,7 +43,9 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
     w = window(until - since)
     gpu = f'resource="{M.GPU_METRIC_RESOURCE}"'
     return {
-        "gpus": f"sum by (namespace, pod, uid) (last_over_time(kube_pod_container_resource_requests{{{gpu}}}[{w}]))",
+        # one series per container and node: a pod seen pending (node "") then bound has two; max, then sum
+        "gpus": f"sum by (namespace, pod, uid) (max by (namespace, pod, uid, container) "
+                f"(last_over_time(kube_pod_container_resource_requests{{{gpu}}}[{w}])))",
         "start": f"last_over_time(kube_pod_start_time[{w}])",
         "present": "kube_pod_start_time",
         "completion": f"last_over_time(kube_pod_completion_time[{w}])",

@@ -32,6 +32,8 @@ def test_every_query_reads_the_whole_window_at_its_end():
     assert P.last_seen_fallback("last_seen", 1000.0, 1000.0 + 7 * 86400) == "max_over_time(timestamp(kube_pod_start_time)[604800s:121s])"
     assert queries["present"] == "kube_pod_start_time"  # the pods that still exist at the window's end
     assert 'resource="nvidia_com_gpu"' in queries["gpus"]
+    # a pod scraped pending (node "") and then bound has two request series: counted once, not twice
+    assert queries["gpus"].startswith("sum by (namespace, pod, uid) (max by (namespace, pod, uid, container) (")
 
 
 def test_a_finished_pod_of_a_trainjob_becomes_a_span_with_its_tenancy_and_class():
