@@ -9,7 +9,7 @@ from trainyard.cluster import spec as s
 
 def test_defaults_match_the_contract():
     spec = s.ClusterSpec()
-    assert (spec.nodes, spec.gpus_per_node, spec.racks, spec.spines, spec.timed_pods) == (4, 8, 2, 1, False)
+    assert (spec.nodes, spec.gpus_per_node, spec.racks, spec.spines, spec.timed_pods) == (4, 8, 2, 1, True)
 
 
 @pytest.mark.parametrize("kwargs,field", [

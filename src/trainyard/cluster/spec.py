@@ -89,9 +89,11 @@ class ClusterSpec:
     test clusters that do not read usage turn it off."""
     real_nodes: int = 0
     """Real kubelets (with containerd, CNI and CoreDNS) started beside the simulated GPU nodes (root only)."""
-    timed_pods: bool = False
+    timed_pods: bool = True
     """kwok completes a pod after the delay in its `pod-complete.stage.kwok.x-k8s.io/delay` annotation (any
-    owner), not as soon as it runs (pods of Jobs only): for benchmarks that replay job durations."""
+    owner), not as soon as it runs (pods of Jobs only): benchmarks replay job durations with it, and on `make up`'s
+    cluster a TrainJob given a run time that way holds its GPUs that long (what `trainyard usage` counts). A pod
+    without the annotation completes at once either way."""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
