@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from trainyard.stats import percentile
-from trainyard.usage.record import NONE, PodSpan, TrainJobFacts, UsageRecord
+from trainyard.usage.record import GONE_AFTER_S, NONE, PodSpan, TrainJobFacts, UsageRecord
 
 GROUPINGS = ("tenant", "queue", "runtime", "priority")
 HOUR = 3600.0
@@ -134,8 +134,8 @@ def account(record: UsageRecord, by: str) -> list[GroupUsage]:
         start = starts.get((job.namespace, job.name))
         if start is not None:
             waits[group].append(max(0.0, start - job.created))
-        elif not job.outcome:
-            waiting[group] += 1
+        elif not job.outcome and (job.last_seen is None or job.last_seen >= until - GONE_AFTER_S):
+            waiting[group] += 1  # (one deleted before it started waits no more)
     rows = [GroupUsage(group=group, gpu_hours=seconds / HOUR, gpu_hours_borrowed=borrowed[group] / HOUR,
                        wait_p50_s=percentile(waits[group], 50), wait_p95_s=percentile(waits[group], 95),
                        started=len(waits[group]), waiting=waiting[group],

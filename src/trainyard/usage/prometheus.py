@@ -131,13 +131,15 @@ def trainjob_facts(answers: dict[str, list[dict]]) -> list[TrainJobFacts]:
     outcomes = {k: metric.get("type", "") for k, (metric, _) in _by(answers["trainjob_outcome"], key).items()}
     times = {k[:2]: value for k, (_, value) in _by(answers["trainjob_outcome_time"], (*key, "type")).items()
              if outcomes.get(k[:2]) == k[2]}
+    last_seen = {k: value for k, (_, value) in _by(answers["trainjob_last_seen"], key).items()}
     facts = []
     for name in sorted(set(info) | set(created)):
         labels = info.get(name, ({}, 0.0))[0]
         facts.append(TrainJobFacts(namespace=name[0], name=name[1], runtime=labels.get("runtime", ""),
                                    priority_class=labels.get("priority_class", ""),
                                    created=created[name][1] if name in created else None,
-                                   outcome=outcomes.get(name, ""), finished=times.get(name)))
+                                   outcome=outcomes.get(name, ""), finished=times.get(name),
+                                   last_seen=last_seen.get(name)))
     return facts
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from trainyard.budget_status import Budget
 
 NO_TENANT = "(no tenant)"
+GONE_AFTER_S = 45.0
+"""A series not sampled for three scrape intervals before the window's end belongs to a deleted object."""
 NONE = "(none)"
 OUTCOMES = ("Complete", "Failed")
 
@@ -44,6 +46,7 @@ class TrainJobFacts:
     created: float | None = None
     outcome: str = ""  # Complete, Failed or "" (neither yet)
     finished: float | None = None  # when the outcome's condition turned True
+    last_seen: float | None = None  # its series' last sample: long before the window's end, it was deleted
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,8 @@ def test_waits_run_from_creation_to_the_first_pod_and_count_only_trainjobs_creat
     pods = [span("a", "j1-0", 8, 100, 200, trainjob="j1"), span("a", "j1-1", 8, 130, 200, trainjob="j1"),
             span("a", "j2-0", 8, 1000, 1100, trainjob="j2")]
     jobs = [TrainJobFacts("a", "j1", created=90.0), TrainJobFacts("a", "j2", created=400.0),
-            TrainJobFacts("a", "j3", created=500.0),                       # no pod yet: waiting
+            TrainJobFacts("a", "j3", created=500.0, last_seen=1990.0),     # no pod yet: waiting
+            TrainJobFacts("a", "j4", created=500.0, last_seen=900.0),      # deleted before it started
             TrainJobFacts("a", "old", created=-50.0)]                      # created before the window
     (team,) = account(record(*pods, trainjobs=jobs, since=0.0, until=2000.0), "tenant")
     assert (team.started, team.waiting) == (2, 1)
