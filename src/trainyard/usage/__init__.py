@@ -1,6 +1,8 @@
-"""`trainyard usage`: GPU-hours, borrowing, queue waits and outcomes per tenant, queue, runtime or priority class,
-read from the platform's Prometheus (the usage record `cluster up` starts, or a stack's Prometheus by URL).
+"""The platform's memory, read from its Prometheus (the usage record `cluster up` starts, or a stack's by URL).
 
-record: the facts of a window as plain values; account: the figures computed from them (pure);
-prometheus: the HTTP reads that fill a record; render: table, JSON and CSV.
+record, prometheus: a window's facts as plain values, and the HTTP reads that fill them;
+account, render, series, plots, report_part: `trainyard usage` and `report --since` (pure but the plots);
+fairness_audit: shares against entitlement while saturated, starvation, Jain's index (pure);
+budgets, budget_enforcer: tenant GPU-hour budgets (pure) and the controller's loop that applies them;
+stalls, stall_watcher: TrainJobs holding GPUs without progress (pure) and the controller's loop that flags them.
 """

@@ -57,13 +57,15 @@ def _at(epoch_s: float) -> str:
 def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float, after_s: float,
           last_log_s: float | None = None, after_log_s: float = 0.0) -> tuple[Seen | None, Stall | None]:
     """(what to remember, the stall if the TrainJob is stalled now)."""
-    if not holds_gpus or after_s <= 0:
+    if not holds_gpus:
         return None, None
     percentage, updated_s = trainer_progress(trainjob)
     if updated_s is None:
         if after_log_s > 0 and last_log_s is not None and now_s - last_log_s >= after_log_s:
             return None, Stall(last_log_s, f"holds GPUs and wrote no log line for {_ago(now_s - last_log_s)} "
                                            f"(last at {_at(last_log_s)}); it reports no trainerStatus")
+        return None, None
+    if after_s <= 0:  # trainerStatus is not judged
         return None, None
     if previous is not None and previous.percentage == percentage:
         since_s = previous.since_s

@@ -86,3 +86,9 @@ def test_only_running_gpu_pods_of_a_jobset_hold_gpus():
                                   {**pod("e"), "metadata": {"name": "e", "namespace": "ns", "labels": {}}}])
     assert {key: [p["metadata"]["name"] for p in pods] for key, pods in found.items()} == {
         ("ns", "tj"): ["a"], ("ns", "other"): ["d"]}
+
+
+def test_logs_alone_can_be_judged_and_trainer_status_alone():
+    _, by_log = judge(trainjob(), True, None, T0, 0.0, T0 - 700, 600.0)
+    assert by_log is not None  # --stalled-after 0 --stalled-log-after 600
+    assert judge(trainjob(40, T0 - 7000), True, None, T0, 0.0, None, 600.0) == (None, None)
