@@ -162,8 +162,7 @@ def print_status(name: str) -> None:
     console.print(f"trainjob controller: {info['trainjob_controller']}")
     console.print(f"kubeconfig: {info['kubeconfig']}\nlogs:       {info['logs']}")
     if info.get("prometheus"):
-        console.print(f"usage:      {info['prometheus']} (Prometheus; GPUs held per namespace: "
-                      f"trainyard:namespace_gpus:allocated)")
+        console.print(f"usage:      {info['prometheus']} (Prometheus; `trainyard usage` reads it)", soft_wrap=True)
     console.print(f"try:        export KUBECONFIG={info['kubeconfig']}; kubectl get nodes -L nvidia.com/gpu.product")
 
 
