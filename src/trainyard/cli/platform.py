@@ -62,6 +62,19 @@ def validate(stack: str = STACK) -> None:
         raise typer.Exit(code)
 
 
+@platform_app.command("usage-config")
+def usage_config(out: Path = typer.Option(Path("usage-config"), "--out", help="directory to write the files to")) -> None:
+    """Files that make a platform's own Prometheus and kube-state-metrics carry the usage record (what `trainyard
+    usage`, `report --since` and the budget loop read): kube-state-metrics' custom-resource metrics, flags and
+    ClusterRole, and Prometheus' recording rules."""
+    from trainyard.cluster.monitoring import external_files
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in external_files().items():
+        (out / name).write_text(text)
+        typer.echo(f"wrote {out / name}")
+
+
 @platform_app.command("whatif")
 def whatif(
     stack: str = STACK,

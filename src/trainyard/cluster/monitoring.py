@@ -32,14 +32,44 @@ NAMESPACE_LABELS = (K.TENANT_LABEL, K.NAMESPACE_QUEUE_LABEL, K.CATALOG_VERSION_L
 KSM_RESOURCES = ("pods", "namespaces", "nodes", "resourcequotas")
 
 
-def kube_state_metrics_args(kubeconfig: Path, port: int, telemetry_port: int, trainjob_config: Path) -> list[str]:
-    """What kube-state-metrics watches and which object labels it turns into series labels (allowlisted)."""
+def selection_args(trainjob_config: Path | str) -> list[str]:
+    """What kube-state-metrics watches and exports for the usage record, wherever it runs: the resources, the object
+    labels and annotations it turns into series labels (allowlisted), and the TrainJob/Queue/PodGroup metrics."""
     allow = f"pods=[{','.join(POD_LABELS)}],namespaces=[{','.join(NAMESPACE_LABELS)}]"
-    return [f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}", "--telemetry-host=127.0.0.1",
-            f"--telemetry-port={telemetry_port}", f"--resources={','.join(KSM_RESOURCES)}",
-            f"--metric-labels-allowlist={allow}",
+    return [f"--resources={','.join(KSM_RESOURCES)}", f"--metric-labels-allowlist={allow}",
             f"--metric-annotations-allowlist=namespaces=[{K.NAMESPACE_BUDGET_ANNOTATION}]",  # usage's forecast
             f"--custom-resource-state-config-file={trainjob_config}"]
+
+
+def kube_state_metrics_args(kubeconfig: Path, port: int, telemetry_port: int, trainjob_config: Path) -> list[str]:
+    """The local cluster's kube-state-metrics: on loopback, with the cluster's kubeconfig."""
+    return [f"--kubeconfig={kubeconfig}", "--host=127.0.0.1", f"--port={port}", "--telemetry-host=127.0.0.1",
+            f"--telemetry-port={telemetry_port}", *selection_args(trainjob_config)]
+
+
+IN_CLUSTER_CRS_PATH = "/etc/trainyard/kube-state-metrics-custom-resources.yaml"
+
+
+def external_files() -> dict[str, str]:
+    """What a platform's own Prometheus and kube-state-metrics need to carry the usage record (dev/prod stacks point
+    the controller at it with `controller.prometheusUrl`): file name -> text."""
+    rbac = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "trainyard-usage-kube-state-metrics"},
+            "rules": [{"apiGroups": [K.TRAINER_GROUP], "resources": [K.TRAINJOBS], "verbs": ["list", "watch"]},
+                      {"apiGroups": [K.VOLCANO_GROUP], "resources": [K.QUEUES, K.PODGROUPS],
+                       "verbs": ["list", "watch"]},
+                      {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                       "verbs": ["list", "watch"]}]}
+    flags = "\n".join(selection_args(IN_CLUSTER_CRS_PATH))
+    return {
+        "kube-state-metrics-custom-resources.yaml": yaml.safe_dump(trainjob_metrics(), sort_keys=False),
+        "kube-state-metrics-flags.txt": f"# add to kube-state-metrics' arguments (mount the custom-resources file "
+                                        f"at {IN_CLUSTER_CRS_PATH})\n{flags}\n",
+        "kube-state-metrics-clusterrole.yaml": "# bind it to kube-state-metrics' ServiceAccount beside its own role\n"
+                                               + yaml.safe_dump(rbac, sort_keys=False),
+        "prometheus-rules.yaml": "# add to Prometheus' rule_files; it must scrape kube-state-metrics every "
+                                 f"{SCRAPE_INTERVAL_S} s or less\n" + yaml.safe_dump(recording_rules(), sort_keys=False),
+    }
 
 
 TRAINJOB_PREFIX = "trainyard_trainjob"

@@ -68,3 +68,27 @@ def test_queue_metrics_read_weight_and_the_gpus_of_deserved_and_capability():
     assert paths == {"weight": (["spec"], ["weight"]),
                      "deserved_gpus": (["spec", "deserved"], ["nvidia.com/gpu"]),
                      "capability_gpus": (["spec", "capability"], ["nvidia.com/gpu"])}
+
+
+def test_a_platforms_own_prometheus_gets_the_same_rules_and_kube_state_metrics_the_same_selection(tmp_path):
+    """`trainyard platform usage-config`: what dev/prod's Prometheus and kube-state-metrics need; promtool accepts
+    the rules."""
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from trainyard.cli.main import app
+    from trainyard.toolchain.build import ensure_built
+    from trainyard.toolchain.versions import tool
+
+    result = CliRunner().invoke(app, ["platform", "usage-config", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((tmp_path / "kube-state-metrics-custom-resources.yaml").read_text()) == M.trainjob_metrics()
+    flags = (tmp_path / "kube-state-metrics-flags.txt").read_text().splitlines()[1:]
+    assert flags == M.selection_args(M.IN_CLUSTER_CRS_PATH)
+    role = yaml.safe_load((tmp_path / "kube-state-metrics-clusterrole.yaml").read_text())
+    assert {r for rule in role["rules"] for r in rule["resources"]} >= {"trainjobs", "queues", "podgroups"}
+    ensure_built("prometheus")
+    checked = subprocess.run([str(tool("prometheus").path("promtool")), "check", "rules",
+                              str(tmp_path / "prometheus-rules.yaml")], capture_output=True, text=True)
+    assert checked.returncode == 0 and "4 rules found" in checked.stdout, checked.stdout + checked.stderr
