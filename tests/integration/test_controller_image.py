@@ -4,6 +4,7 @@ it builds from exactly those files installs, and the entry point it names runs f
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -139,6 +140,7 @@ def test_the_deployment_command_is_accepted_by_the_image_entry_point(image_insta
     container = render_controller_deployment(ControllerSpec(feature_gates="TrainJobStatus=true"))["spec"]["template"]["spec"]["containers"][0]
     command = container["command"]
     help_text = subprocess.run([str(image_install / "bin" / command[0]), *command[1:3], "--help"], check=True,
-                               capture_output=True, text=True).stdout
+                               capture_output=True, text=True,
+                               env={**os.environ, "COLUMNS": "200"}).stdout  # long flags unabridged
     for flag in command[3:]:
         assert flag.split("=", 1)[0] in help_text, flag

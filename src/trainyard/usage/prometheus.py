@@ -63,7 +63,7 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
         "podgroup_gpus": f"last_over_time({M.PODGROUP_PREFIX}_min_gpus[{w}])",
         "queue_weight": f"last_over_time({M.QUEUE_PREFIX}_weight[{w}])",
         "capacity": f'sum(last_over_time(kube_node_status_allocatable{{{gpu}}}[{w}]))',
-        "budgets": f'last_over_time(kube_namespace_annotations{{{BUDGET_LABEL}!=""}}[{w}])',
+        "budgets": f'kube_namespace_annotations{{{BUDGET_LABEL}!=""}}',  # the namespaces there now
     }
 
 
