@@ -258,10 +258,15 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
             capability=resources(spec.get("capability")), deserved=resources(spec.get("deserved")),
             guarantee=resources((spec.get("guarantee") or {}).get("resource")),
             volcano_allocated=resources(status.get("allocated")))
+    pods = list(pods)
     for pod in pods:
         queue = pod_queue(pod, groups)
         if queue in out and is_active(pod):
             out[queue].allocated = add(out[queue].allocated, pod_resources(pod))
+    # Volcano writes a gang's phase and `running` a cycle after binding its pods: a group whose pods are all bound
+    # already holds what it needs (counted in allocated), so it is not also an admitted gang waiting
+    bound = {key: len(members) for key, members in active_pods_by_group(
+        pod for pod in pods if (pod.get("spec") or {}).get("nodeName")).items()}
     for key, g in sorted(groups.items()):
         use = out.get((g.get("spec") or {}).get("queue") or "default")
         if use is None:
@@ -271,7 +276,7 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
         if phase in ("Completed",):
             continue
         min_member = int((g.get("spec") or {}).get("minMember") or 1)
-        if phase == "Running" or running >= min_member:
+        if phase == "Running" or max(running, bound.get(key, 0)) >= min_member:
             use.running_gangs += 1
         elif phase in ("Pending", "Inqueue", "Unknown", ""):
             if phase == "Inqueue":

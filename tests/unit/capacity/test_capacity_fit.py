@@ -107,12 +107,17 @@ def test_quota(quotas, expected):
     ([queue("team-a", capability=32)], [pod("a", "n0", 8, group="g1")],
      [pod_group("g1", "team-a", 8), pod_group("g2", "team-a", 16, 2, phase="Inqueue")],
      (WAITS, f"queue team-a capability {GPU} 32, allocated 8, admitted gangs hold 16 more, this job needs 16")),
+    # the hold's pod is bound but Volcano has not yet moved its group past Inqueue: counted once, as allocated
+    ([queue("team-a", capability=16)], [pod("a", "n0", 8, group="hold")],
+     [pod_group("hold", "team-a", 8, phase="Inqueue")],
+     (WAITS, f"queue team-a capability {GPU} 16, allocated 8, this job needs 16")),
     ([queue("team-a", capability=32)], [pod("a", "n0", 8, group="g1", phase="Succeeded")],
      [pod_group("g1", "team-a", 8)], None),  # finished pods hold nothing
     ([queue("team-a")], [pod("a", "n0", 8), pod("b", "n1", 8), pod("c", "n2", 8, scheduler="volcano")], [], None),
     ([queue("team-a", capability=32, state="Closed")], [], [], (WAITS, "queue team-a is Closed, it admits no new gang")),
     ([queue("team-b")], [], [], (REFUSED, "queue team-a does not exist")),
-], ids=["room", "full", "inqueue-reserved", "finished", "no-capability", "closed", "missing"])
+], ids=["room", "full", "inqueue-reserved", "bound-but-still-inqueue", "finished", "no-capability", "closed",
+        "missing"])
 def test_queue(queues, pods, groups, expected):
     uses = queue_uses(queues, groups, pods)
     verdict = check_queue(gang_from_objects(built(2, 8)), uses.get("team-a"), {GPU: Fraction(32)})
