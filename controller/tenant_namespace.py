@@ -49,7 +49,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Iterable
 
-from trainyard.budget_status import demotion
+from trainyard.tenant_policy import demotion
 from trainyard.k8s import runtime_jobs
 from trainyard.timestamps import parse_time
 

@@ -16,8 +16,6 @@ from typing import Any, Callable, Mapping
 from trainyard.platform.problems import StackConfigError, errors_of
 from trainyard.platform.stack_fields import Section, default_of, is_scalar, stack_keys, value_types
 from trainyard.platform.stack_model import (  # noqa: F401  (re-exported: components import them from here)
-    BUDGET_ACTIONS,
-    BUDGET_PERIODS,
     NAMESPACE,
     POD_SECURITY_LEVELS,
     WEBHOOK_CERTIFICATE_SOURCES,

@@ -16,7 +16,6 @@ from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.queues.volcano_queues import QueueSpec
-from trainyard import budget_status
 from trainyard.field_markers import DERIVED, stack_key
 from trainyard.runtimes.model import CatalogTenant
 
@@ -74,9 +73,6 @@ class TenantGroups:
     @classmethod
     def defaults_for(cls, tenant: str) -> "TenantGroups":
         return cls((f"{tenant}-admins",), (f"{tenant}-users",))
-
-
-BUDGET_PERIODS, BUDGET_ACTIONS = budget_status.PERIODS, budget_status.ACTIONS
 
 
 @dataclass(frozen=True)

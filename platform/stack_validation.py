@@ -11,15 +11,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.budget_status import STALL_ACTIONS
+from trainyard.tenant_policy import BUDGET_ACTIONS, BUDGET_PERIODS, STALL_ACTIONS
 from trainyard.k8s import GPU_RESOURCE, format_quantity
 from trainyard.platform.problems import WARNING, ConfigProblem
 from trainyard.platform.stack_reader import entry_labels, total
 from trainyard.platform.stack_config import (
     NAMESPACE,
     POD_SECURITY_LEVELS,
-    BUDGET_ACTIONS,
-    BUDGET_PERIODS,
     StackConfig,
     TenantSpec,
     WEBHOOK_CERTIFICATE_SOURCES,

@@ -29,6 +29,24 @@ def parse_time(text: str) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
+def duration_words(seconds: float) -> str:
+    """"40 s", "12 min", "1.5 h", "2.0 days": how long, in an event or a verdict a person reads."""
+    if seconds < 90:
+        return f"{round(seconds / 10) * 10:.0f} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60):.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def duration_short(seconds: float | None) -> str:
+    """"45s", "5.0m", "2.1h" ("-" for none): how long, in a table column."""
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
 def format_micro_time(value: dt.datetime) -> str:
     """metav1.MicroTime: `2026-11-25T08:45:00.123456Z`."""
     return value.astimezone(dt.timezone.utc).strftime(MICRO_TIME_FORMAT)

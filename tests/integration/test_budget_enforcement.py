@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from trainyard.budget_status import BudgetStatus
+from trainyard.tenant_policy import BudgetStatus
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, wait_for_port
 from trainyard.controller.runtime.apiserver import ApiServer

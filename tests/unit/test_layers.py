@@ -3,7 +3,7 @@
 Lowest first (README "Architecture"):
 
     ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats,
-                budget_status}
+                tenant_policy}
     toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index),
                 trainyard.images (container images built from pinned inputs, host packages)
     queues      trainyard.queues: Volcano scheduler configuration, queues, HyperNodes, priority classes
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
                 "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
-                "trainyard.waiting", "trainyard.stats", "trainyard.profiles", "trainyard.budget_status")),
+                "trainyard.waiting", "trainyard.stats", "trainyard.profiles", "trainyard.tenant_policy")),
     ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields", "trainyard.images")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),

@@ -122,7 +122,8 @@ def explanation(reads: LiveReads, gang, nodes, queues, verdict, framework: str |
     runtimes of another topology tier."""
     from trainyard.capacity import explain
     from trainyard.controller.tenant_namespace import tenant_policy
-    from trainyard.whatif.estimate import duration_words, phrase
+    from trainyard.timestamps import duration_words
+    from trainyard.whatif.estimate import phrase
 
     given = reads.estimate_inputs
     remaining = {g.key: g.remaining_s for g in given.running}

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Mapping
 
-from trainyard.budget_status import Budget, BudgetStatus
+from trainyard.tenant_policy import Budget, BudgetStatus
 from trainyard.k8s import NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, format_quantity
 
 from .live import Snapshot

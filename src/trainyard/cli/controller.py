@@ -106,10 +106,10 @@ def budgets(prometheus: str | None, every_s: float) -> tuple:
 
 def stall_watch(after_s: float, after_log_s: float, action: str) -> tuple:
     """The stalled-job loop beside the controller (`usage.stall_watcher`), unless both times are 0."""
-    from trainyard.usage.stalls import ACTIONS
+    from trainyard.tenant_policy import STALL_ACTIONS
 
-    if action not in ACTIONS:
-        typer.echo(f"error: --stalled-action {action!r}: use one of {', '.join(ACTIONS)}", err=True)
+    if action not in STALL_ACTIONS:
+        typer.echo(f"error: --stalled-action {action!r}: use one of {', '.join(STALL_ACTIONS)}", err=True)
         raise typer.Exit(2)
     if after_s <= 0 and after_log_s <= 0:
         return ()

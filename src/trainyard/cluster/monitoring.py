@@ -158,7 +158,16 @@ QUEUE_ENTITLED = "trainyard:queue_gpus:entitled"
 
 def series_label(object_label: str) -> str:
     """The series label kube-state-metrics makes of an object label (`trainyard.dev/queue`: label_trainyard_dev_queue)."""
-    return "label_" + "".join(c if c.isalnum() else "_" for c in object_label)
+    return "label_" + _sanitised(object_label)
+
+
+def annotation_label(annotation: str) -> str:
+    """The series label kube-state-metrics makes of an allow-listed annotation (`annotation_trainyard_dev_budget`)."""
+    return "annotation_" + _sanitised(annotation)
+
+
+def _sanitised(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
 
 
 def entitlement_rule() -> str:

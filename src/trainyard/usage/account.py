@@ -69,26 +69,28 @@ def borrowed_seconds(spans: list[PodSpan], samples: list[tuple[float, float]], s
             for start, end, gpus in clipped]
 
 
+def group_of(by: str, record: UsageRecord, namespace: str, runtime: str, priority_class: str) -> str:
+    """The group a pod or TrainJob of `namespace` falls in (its runtime and priority class as best known)."""
+    if by == "runtime":
+        return runtime or NONE
+    if by == "priority":
+        return priority_class or NONE
+    tenancy = record.tenancy(namespace)
+    return tenancy.tenant if by == "tenant" else tenancy.queue or NONE
+
+
 def pod_key(by: str, record: UsageRecord, trainjobs: dict[tuple[str, str], TrainJobFacts]) -> Callable[[PodSpan], str]:
     def key(span: PodSpan) -> str:
         job = trainjobs.get((span.namespace, span.trainjob))
-        if by == "runtime":
-            return (job.runtime if job else "") or NONE
-        if by == "priority":
-            return span.priority_class or (job.priority_class if job else "") or NONE
-        tenancy = record.tenancy(span.namespace)
-        return tenancy.tenant if by == "tenant" else tenancy.queue or NONE
+        return group_of(by, record, span.namespace, job.runtime if job else "",
+                        span.priority_class or (job.priority_class if job else ""))
     return key
 
 
 def trainjob_key(by: str, record: UsageRecord, pod_classes: dict[tuple[str, str], str]) -> Callable[[TrainJobFacts], str]:
     def key(job: TrainJobFacts) -> str:
-        if by == "runtime":
-            return job.runtime or NONE
-        if by == "priority":
-            return job.priority_class or pod_classes.get((job.namespace, job.name), "") or NONE
-        tenancy = record.tenancy(job.namespace)
-        return tenancy.tenant if by == "tenant" else tenancy.queue or NONE
+        return group_of(by, record, job.namespace, job.runtime,
+                        job.priority_class or pod_classes.get((job.namespace, job.name), ""))
     return key
 
 

@@ -13,7 +13,7 @@ import logging
 from typing import Callable
 
 from trainyard import k8s as K
-from trainyard.budget_status import BudgetStatus
+from trainyard.tenant_policy import BudgetStatus
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer
 from trainyard.controller.runtime.transport import ApiError

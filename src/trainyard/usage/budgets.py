@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from trainyard.budget_status import PERIODS, Budget, BudgetStatus
+from trainyard.tenant_policy import BUDGET_PERIODS, Budget, BudgetStatus
 from trainyard.timestamps import format_time
 
 WARN_FRACTION = 0.8
@@ -31,7 +31,7 @@ def period_bounds(period: str, now: dt.datetime) -> tuple[dt.datetime, dt.dateti
     if period == "monthly":
         start = day.replace(day=1)
         return start, (start + dt.timedelta(days=32)).replace(day=1)
-    raise ValueError(f"unknown budget period {period!r}: use one of {', '.join(PERIODS)}")
+    raise ValueError(f"unknown budget period {period!r}: use one of {', '.join(BUDGET_PERIODS)}")
 
 
 def period_label(period: str, now: dt.datetime) -> str:

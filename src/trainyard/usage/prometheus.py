@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from trainyard import k8s as K
-from trainyard.budget_status import Budget
+from trainyard.tenant_policy import Budget
 from trainyard.cluster import monitoring as M
 from trainyard.errors import TrainyardError
 from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
@@ -25,7 +25,7 @@ from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobF
 POD = ("namespace", "pod", "uid")
 JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
 TENANT_LABEL, QUEUE_LABEL, CATALOG_LABEL = (M.series_label(label) for label in M.NAMESPACE_LABELS)
-BUDGET_LABEL = "annotation_" + "".join(c if c.isalnum() else "_" for c in K.NAMESPACE_BUDGET_ANNOTATION)
+BUDGET_LABEL = M.annotation_label(K.NAMESPACE_BUDGET_ANNOTATION)
 MOST_ENTITLEMENT_POINTS = 5000
 """Range reads of a queue's entitlement take at most this many steps (Prometheus refuses above 11,000)."""
 

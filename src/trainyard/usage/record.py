@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainyard.budget_status import Budget
+from trainyard.tenant_policy import Budget
 
 NO_TENANT = "(no tenant)"
 GONE_AFTER_S = 45.0

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Iterable
 
-from trainyard.timestamps import format_time
+from trainyard.timestamps import duration_short, format_time
 from trainyard.usage.account import GroupUsage
 
 FORMATS = ("table", "json", "csv")
@@ -71,16 +71,10 @@ def to_csv(by: str, rows: Iterable[GroupUsage], since: float, until: float, budg
     return out.getvalue()
 
 
-def _wait(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
-
-
 def to_table(by: str, rows: list[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
     header: tuple[str, ...] = (by, "GPU-h", "within", "borrowed", "wait p50", "wait p95", "started", "waiting", "completed", "failed")
     lines: list[tuple[str, ...]] = [(u.group, f"{u.gpu_hours:.2f}", f"{u.gpu_hours_within:.2f}", f"{u.gpu_hours_borrowed:.2f}",
-              _wait(u.wait_p50_s), _wait(u.wait_p95_s), str(u.started), str(u.waiting), str(u.completed),
+              duration_short(u.wait_p50_s), duration_short(u.wait_p95_s), str(u.started), str(u.waiting), str(u.completed),
               str(u.failed)) for u in rows]
     total = sum(u.gpu_hours for u in rows)
     lines.append(("total", f"{total:.2f}", f"{sum(u.gpu_hours_within for u in rows):.2f}",
@@ -123,7 +117,7 @@ def fairness_text(fairness: dict) -> str:
         longest = max((s["to_s"] - s["from_s"] for s in t["starvation"]), default=0.0)
         rows.append((name, _percent(t["weight_share"]), _percent(t["fair_share"]), _percent(t["share"]),
                      "-" if t["deviation_points"] is None else f"{t['deviation_points']:+.1f}",
-                     _wait(t["starved_s"]) if t["starved_s"] else "0", _wait(longest) if longest else "-"))
+                     duration_short(t["starved_s"]) if t["starved_s"] else "0", duration_short(longest) if longest else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     return "\n".join(lines)

@@ -12,11 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from trainyard.budget_status import STALL_ACTIONS
-from trainyard.timestamps import parse_time
+from trainyard.timestamps import duration_words, parse_time
 
 REASON = "TrainJobStalled"
-ACTIONS = STALL_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -46,10 +44,6 @@ def trainer_progress(trainjob: dict) -> tuple[int | None, float | None]:
     return (percentage if isinstance(percentage, int) else None), updated_s
 
 
-def _ago(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
-
 def _at(epoch_s: float) -> str:
     return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%H:%M:%S UTC")
 
@@ -62,7 +56,7 @@ def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float,
     percentage, updated_s = trainer_progress(trainjob)
     if updated_s is None:
         if after_log_s > 0 and last_log_s is not None and now_s - last_log_s >= after_log_s:
-            return None, Stall(last_log_s, f"holds GPUs and wrote no log line for {_ago(now_s - last_log_s)} "
+            return None, Stall(last_log_s, f"holds GPUs and wrote no log line for {duration_words(now_s - last_log_s)} "
                                            f"(last at {_at(last_log_s)}); it reports no trainerStatus")
         return None, None
     if after_s <= 0:  # trainerStatus is not judged
@@ -74,10 +68,10 @@ def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float,
     seen = Seen(percentage, since_s)
     if now_s - updated_s >= after_s:
         return seen, Stall(updated_s, f"holds GPUs and its trainer has reported no progress for "
-                                      f"{_ago(now_s - updated_s)} (trainerStatus.lastUpdatedTime {_at(updated_s)})")
+                                      f"{duration_words(now_s - updated_s)} (trainerStatus.lastUpdatedTime {_at(updated_s)})")
     if percentage is not None and now_s - since_s >= after_s:
         return seen, Stall(since_s, f"holds GPUs and its progress has stayed at {percentage} % for "
-                                    f"{_ago(now_s - since_s)} (since {_at(since_s)})")
+                                    f"{duration_words(now_s - since_s)} (since {_at(since_s)})")
     return seen, None
 
 

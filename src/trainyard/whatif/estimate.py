@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
 from trainyard.schedtrace.trace import TraceJob
+from trainyard.timestamps import duration_words
 
 DEFAULT_RUN_S = 3600.0
 """A job's run time when nothing better is known (no trainerStatus, no history): one hour."""
@@ -104,13 +105,3 @@ def phrase(estimate: StartEstimate) -> str:
     if estimate.start_in_s < 30:
         return f"starts now, {where}"
     return f"starts in about {duration_words(estimate.start_in_s)}, {where}"
-
-
-def duration_words(seconds: float) -> str:
-    if seconds < 90:
-        return f"{round(seconds / 10) * 10:.0f} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60):.0f} min"
-    if seconds < 36 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from trainyard.budget_status import BudgetStatus, demotion
+from trainyard.tenant_policy import BudgetStatus, demotion
 from trainyard.usage.budget_enforcer import needs_writing, queue_command, warning_message
 from trainyard.usage.budgets import Budget, decide, period_bounds, period_label, runs_out, state_of
 

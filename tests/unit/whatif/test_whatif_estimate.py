@@ -3,7 +3,7 @@
 import pytest
 
 from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate, duration_words,
+from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate,
                                        estimate_starts, phrase, positions, remaining_time)
 
 CYCLE = ModelPolicy().cycle_s
@@ -66,4 +66,3 @@ def test_remaining_time(status, ran, expected):
                                             (200000, "starts in about 2.3 days")])
 def test_phrase(seconds, words):
     assert phrase(StartEstimate("k", "team-a", 3, seconds)) == f"{words}, position 3 in queue team-a"
-    assert duration_words(720) == "12 min"

@@ -1,7 +1,8 @@
-"""A tenant namespace's budget (annotation `trainyard.dev/budget`, rendered from the stack) and what the controller's
-budget loop (`trainyard.usage.budgets`) last found of it (`trainyard.dev/budget-status`), both JSON; read by
-`report`, by the build of new TrainJobs (a demotion) and by the loop. Ground level: the controller core, the
-capacity report and the usage commands all read them."""
+"""Tenant policy the stack sets and the controller applies: a tenant namespace's budget (annotation
+`trainyard.dev/budget`, rendered from the stack), what the controller's budget loop (`trainyard.usage.budgets`) last
+found of it (`trainyard.dev/budget-status`), both JSON, and the actions a stack may choose for budgets and stalled
+TrainJobs. Ground level: the stack's validation, the controller core, the capacity report and the usage commands
+all read them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from dataclasses import asdict, dataclass
 
 from trainyard.timestamps import parse_time
 
-PERIODS = ("weekly", "monthly")
-ACTIONS = ("closeQueue", "demotePriority")
+BUDGET_PERIODS = ("weekly", "monthly")
+BUDGET_ACTIONS = ("closeQueue", "demotePriority")
 STALL_ACTIONS = ("none", "suspend")
 """What the controller does to a stalled TrainJob beyond a Warning (`trainyard.usage.stalls`)."""
 
@@ -33,7 +34,7 @@ class Budget:
                          demote_to=data.get("demoteTo")) if isinstance(data, dict) else None
         except (ValueError, KeyError, TypeError):
             return None
-        if budget is None or budget.period not in PERIODS or budget.action not in ACTIONS or budget.gpu_hours <= 0:
+        if budget is None or budget.period not in BUDGET_PERIODS or budget.action not in BUDGET_ACTIONS or budget.gpu_hours <= 0:
             return None
         return budget
 
