@@ -22,7 +22,7 @@ nodes and GPUs per node. It prints:
 Results: `--out DIR`/scale.json and a table on stdout; Pulumi's own output goes to `--out DIR`/scale-pulumi.log.
 
 Usage: .venv/bin/python bench/scale.py [--nodes 1000] [--racks 125] [--spines 16] [--tenants 100] [--jobs 10000]
-       [--span 600] [--median-job-seconds 120] [--seed 21] [--out bench/out] [--keep]
+       [--span 600] [--median-job-seconds 120] [--seed 21] [--out bench/out] [--keep] [--profile]
 It starts its own cluster (name trainyard-scale, ports from 29800) and stops it afterwards.
 """
 
@@ -31,6 +31,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import resource
 import subprocess
 import sys
 import threading
@@ -48,6 +50,7 @@ from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.cluster.trainer_controllers import PROCESS
+from trainyard.profiles import parse_collapsed, top_entries
 from trainyard.scale_stack import WEIGHTS, scale_stack_document, tenant_name, with_tenant_weight
 from trainyard.schedtrace import objects
 from trainyard.schedtrace.trace import Tenant, TraceJob, generate
@@ -138,14 +141,38 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def timed_command(*args: str) -> tuple[float, int]:
+@dataclasses.dataclass(frozen=True)
+class CommandRun:
+    seconds: float
+    cpu_seconds: float
+    """The command's own CPU (user + system): what the wall time is not spent waiting on the API server."""
+    exit_code: int
+    profile: dict | None = None
+
+
+def timed_command(*args: str, profile: Path | None = None) -> CommandRun:
+    """Run a trainyard command; with `profile`, under py-spy (every thread, idle ones too: waiting on the API server
+    shows as such), its collapsed stacks written there and their top entries returned."""
+    command = list(args)
+    if profile is not None:
+        command = [str(Path(sys.executable).parent / "py-spy"), "record", "--idle", "--rate", "100", "--format", "raw",
+                   "--nolineno", "--output", str(profile), "--", *command]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    result = subprocess.run(list(args), capture_output=True, text=True)
-    return round(time.monotonic() - started, 2), result.returncode
+    result = subprocess.run(command, capture_output=True, text=True)
+    seconds = round(time.monotonic() - started, 2)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    found = None
+    if profile is not None and profile.is_file():
+        stacks = parse_collapsed(profile.read_text())
+        found = {f"by_{by}": [{"function": e.function, "self": round(e.self_share, 4), "total": round(e.total_share, 4)}
+                              for e in top_entries(stacks, 15, by)] for by in ("self", "total")}
+    return CommandRun(seconds, round(cpu, 2), result.returncode, found)
 
 
 def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, median: float, seed: int,
-                     out: Path) -> dict:
+                     out: Path, profile: bool = False) -> dict:
     """Play the trace against the platform the Pulumi phase deployed and measure the controller at that size."""
     from kubernetes import client, config
 
@@ -204,12 +231,17 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     cpu_after, peak_rss, rss = usage.cpu_s, usage.peak_rss_mib, usage.rss_mib
     lags = [children.both[key] - submitted[key] for key in keys if key in children.both]
     last_child = max((children.both[key] for key in keys if key in children.both), default=started)
-    report_seconds, report_rc = timed_command(str(Path(sys.executable).parent / "trainyard"), "report",
-                                              "--kubeconfig", kubeconfig)
+    trainyard = str(Path(sys.executable).parent / "trainyard")
+    report = timed_command(trainyard, "report", "--kubeconfig", kubeconfig)
     probe = out / "scale-fit-probe.yaml"
     probe.write_text(yaml.safe_dump(scale_trainjob(TraceJob("fit-probe", tenant_name(0), 0.0, 60.0, 4, 8, None))))
-    fit_seconds, fit_rc = timed_command(str(Path(sys.executable).parent / "trainyard"), "fit", str(probe),
-                                        "--kubeconfig", kubeconfig)
+    fit = timed_command(trainyard, "fit", str(probe), "--kubeconfig", kubeconfig)
+    profiled = {}
+    if profile:  # again, sampled (py-spy slows the command a little: the figures above are unsampled)
+        profiled = {"report": timed_command(trainyard, "report", "--kubeconfig", kubeconfig,
+                                            profile=out / "scale-report-profile.txt").profile,
+                    "fit": timed_command(trainyard, "fit", str(probe), "--kubeconfig", kubeconfig,
+                                         profile=out / "scale-fit-profile.txt").profile}
     cycles_after = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
     cycles = [(bound, count - cycles_before.get(bound, 0.0)) for bound, count in cycles_after.items()]
     own = counter_sum(metric_text(controller_metrics), own_metric) - own_before
@@ -228,9 +260,12 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
         "volcano_cycles": round(sum(count for bound, count in cycles if bound == float("inf"))),
         "volcano_cycle_p99_ms": _rounded(histogram_quantile(cycles, 99)),
         "volcano_cycle_p50_ms": _rounded(histogram_quantile(cycles, 50)),
-        "report_seconds": report_seconds, "report_exit": report_rc, "fit_seconds": fit_seconds, "fit_exit": fit_rc,
+        "report_seconds": report.seconds, "report_cpu_seconds": report.cpu_seconds, "report_exit": report.exit_code,
+        "fit_seconds": fit.seconds, "fit_cpu_seconds": fit.cpu_seconds, "fit_exit": fit.exit_code,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "api_requests_per_trainjob": round(requests / max(1, len(keys)), 1),
         "controller_requests_per_trainjob": round(own / max(1, len(keys)), 2),
+        **({"profiles": profiled} if profiled else {}),
     }
     return figures
 
@@ -257,8 +292,9 @@ def table(figures: dict) -> str:
                   f"{c['controller_rss_mib_at_end']}", "<= 1024"),
                  ("  Volcano scheduling cycle ms p50 / p99", f"{c['volcano_cycle_p50_ms']} / {c['volcano_cycle_p99_ms']}",
                   "-"),
-                 ("  trainyard report", c["report_seconds"], "<= 5"),
-                 ("  trainyard fit", c["fit_seconds"], "<= 5"),
+                 (f"  trainyard report (its own CPU s; load average {c.get('load_average_1m')})",
+                  f"{c['report_seconds']} ({c.get('report_cpu_seconds')})", "<= 5"),
+                 ("  trainyard fit (its own CPU s)", f"{c['fit_seconds']} ({c.get('fit_cpu_seconds')})", "<= 5"),
                  ("  API requests per TrainJob: all clients / controller", f"{c['api_requests_per_trainjob']} / "
                   f"{c['controller_requests_per_trainjob']}", "-")]
     widths = [max(len(str(row[i])) for row in rows) for i in range(3)]
@@ -277,6 +313,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    parser.add_argument("--profile", action="store_true", help="run report and fit once more under py-spy and "
+                        "write their top functions into scale.json (`profiles`)")
     args = parser.parse_args()
     spec = ClusterSpec(name="trainyard-scale", port_base=29800, nodes=args.nodes, racks=args.racks, spines=args.spines,
                        timed_pods=True, feature_gates="TrainJobStatus=false", start_estimates_every=60, monitoring=False)
@@ -299,7 +337,7 @@ def main() -> int:
         figures["pulumi"] = pulumi_phase(spec, args.tenants, log)
         if args.jobs:
             figures["controller"] = controller_phase(spec, args.tenants, args.jobs, args.span,
-                                                     args.median_job_seconds, args.seed, args.out)
+                                                     args.median_job_seconds, args.seed, args.out, args.profile)
     finally:
         if not args.keep:
             local.down(spec.name, echo=lambda *_: None)

@@ -127,14 +127,17 @@ class Cluster:
         return wait_for(predicate, timeout, what, interval)
 
     # Positive markers: a check that something did NOT happen first waits until it had every chance to.
-    def metric(self, port_name: str, name: str) -> float:
-        """The sum of one Prometheus metric's samples on a local process's metrics endpoint."""
+    def metric(self, port_name: str, name: str, **labels: str) -> float:
+        """The sum of one Prometheus metric's samples (those with these label values) on a local process's metrics
+        endpoint."""
         import urllib.request
 
         with urllib.request.urlopen(f"http://127.0.0.1:{self.spec.ports.port(port_name)}/metrics", timeout=5) as r:
             text = r.read().decode()
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+                   if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " ")
+                   and all(label in line for label in wanted))
 
     def scheduler_cycles(self) -> float:
         """Volcano's scheduling sessions so far (one e2e latency sample per session)."""

@@ -206,8 +206,9 @@ class CachedReads:
         if store is not None:
             store.remove({"metadata": {"name": name, "namespace": namespace}})
 
-    def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None:
-        self.api.event(involved, reason, message, name=name)
+    def event(self, involved: dict, reason: str, message: str, *, name: str | None = None, **details: str) -> None:
+        """`details`: ApiServer.event's type, action and component (the companion loops' Events set them)."""
+        self.api.event(involved, reason, message, name=name, **details)
 
 
 def as_view(reads: CachedReads) -> ApiView:

@@ -116,7 +116,9 @@ class Manager:
         self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
                           for resource, handler, store in watched]
         reads = CachedReads(api, {informer.resource: informer.store for informer in self.informers})
-        self.admission_reads = reads.for_admission()  # the webhook's lookups: stores first, like upstream's cache
+        # The webhook's and the companion loops' lookups: stores first, like upstream's cache; a miss asks the
+        # API server (a store keeps only what reconcile reads: not the scheduler's ConfigMap, say).
+        self.admission_reads = reads.for_admission()
         # Reconciles read from the informers' stores and write through a fenced view: one paused
         # mid-reconcile past the lease writes nothing.
         self.work_api = reads.guarded(self.elector.holds_lease) if self.elector else reads

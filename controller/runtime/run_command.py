@@ -38,6 +38,8 @@ class JsonFormatter(logging.Formatter):
             entry.update(payload if isinstance(payload, dict) else {"msg": message})
         except ValueError:
             entry["msg"] = message
+        if record.exc_info:  # `log.exception`: what failed and where, else an error line says nothing
+            entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry)
 
 
@@ -61,7 +63,9 @@ class RunOptions:
     log_level: str = "info"
     companions: tuple[Callable[[Any, Callable[[], bool]], Any], ...] = ()
     """Loops run beside the manager, each made as `factory(api, leading)` (`leading()`: this replica holds the
-    lease) and given `start()` and `halt()`: what the CLI adds from above this layer (start estimates)."""
+    lease) and given `start()` and `halt()`: what the CLI adds from above this layer (start estimates, budgets,
+    stalls). Their `api` answers plain lists and gets of the kinds the manager watches (TrainJobs, PodGroups,
+    Namespaces, Queues, ...) from its stores, so a loop's round costs the API server no list of them."""
 
 
 def check_options(options: RunOptions) -> dict[str, bool]:
@@ -112,7 +116,7 @@ def run(options: RunOptions) -> None:
     signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
     elector = manager.elector
     leading = (lambda: True) if elector is None else elector.holds_lease
-    running = [factory(api, leading).start() for factory in options.companions]
+    running = [factory(manager.admission_reads, leading).start() for factory in options.companions]
     try:
         manager.run()
     finally:

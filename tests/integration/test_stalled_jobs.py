@@ -55,6 +55,12 @@ def runtime(cluster):
     delete_cluster_object(cluster, "clustertrainingruntime", name)
 
 
+def trainjob_reads(cluster) -> float:
+    """The TrainJob GETs and lists the controller process has sent (its loops' included)."""
+    return cluster.metric("controller_metrics", "trainyard_rest_client_requests_total", method="GET",
+                          resource="trainjobs")
+
+
 def test_a_trainjob_whose_progress_stops_is_flagged_and_one_that_progresses_is_not(cluster, runtime):
     ns = cluster.namespace("stalls")
     for name in ("stuck", "moving"):
@@ -62,6 +68,7 @@ def test_a_trainjob_whose_progress_stops_is_flagged_and_one_that_progresses_is_n
     cluster.wait(lambda: running(cluster, ns, "stuck") and running(cluster, ns, "moving"), timeout=90,
                  what="both TrainJobs' pods running")
     report_progress(cluster, ns, "stuck", 10)  # its trainer's last report
+    reads_before = trainjob_reads(cluster)
     done = threading.Event()
 
     def progress() -> None:
@@ -78,6 +85,8 @@ def test_a_trainjob_whose_progress_stops_is_flagged_and_one_that_progresses_is_n
                                what="the controller to flag the stuck TrainJob")
         assert flagged[0].type == "Warning" and "reported no progress for" in flagged[0].message, flagged[0].message
         assert "moving" not in stalled_events(cluster, ns), "a progressing TrainJob is never flagged"
+        # rounds every 5 s for the 20 s it took: each read the TrainJobs from the controller's informer store
+        assert trainjob_reads(cluster) == reads_before, "the stall loop lists no TrainJob from the API server"
 
         shown = subprocess.run([sys.executable, "-m", "trainyard.cli", "report", "--kubeconfig", cluster.kubeconfig,
                                 "--all"], capture_output=True, text=True, timeout=120)

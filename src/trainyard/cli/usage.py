@@ -63,11 +63,12 @@ def budget_forecasts(server, record) -> dict[str, dict]:
         return {}
     now = dt.datetime.fromtimestamp(record.until, dt.timezone.utc)
     earliest = min(B.period_bounds(b.period, now)[0] for b in record.budgets.values()).timestamp()
-    periods = record if earliest >= record.since else reader.read_record(server, earliest, record.until)
+    spans = record.pods if earliest >= record.since else reader.read_pod_spans(server, earliest, record.until,
+                                                                                sorted(record.budgets))
     out = {}
     for namespace, budget in record.budgets.items():
         start = B.period_bounds(budget.period, now)[0].timestamp()
-        spent = sum(s.held_within(start, record.until) for s in periods.pods if s.namespace == namespace) / 3600
+        spent = sum(s.held_within(start, record.until) for s in spans if s.namespace == namespace) / 3600
         out[record.tenancy(namespace).tenant] = B.forecast(budget, spent, now)
     return out
 

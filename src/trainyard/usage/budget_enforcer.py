@@ -20,7 +20,7 @@ from trainyard.controller.runtime.transport import ApiError
 from trainyard.timestamps import utc_now
 from trainyard.usage import prometheus as reader
 from trainyard.usage.budgets import EXHAUSTED, WARNING, Budget, Decision, decide, period_bounds
-from trainyard.usage.record import UsageRecord
+from trainyard.usage.record import PodSpan
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def warning_message(status: BudgetStatus, budget: Budget, queue: str) -> str:
     return f"the tenant has used {spent}{later}; at 100 % the platform will {budget.action}"
 
 
-def period_gpu_hours(record: UsageRecord, namespace: str, start: dt.datetime, now: dt.datetime) -> float:
-    return sum(span.held_within(start.timestamp(), now.timestamp()) for span in record.pods
+def period_gpu_hours(spans: list[PodSpan], namespace: str, start: dt.datetime, now: dt.datetime) -> float:
+    return sum(span.held_within(start.timestamp(), now.timestamp()) for span in spans
                if span.namespace == namespace) / 3600.0
 
 
@@ -83,23 +83,23 @@ class BudgetEnforcer(Loop):
             return {}
         now = self.clock()
         earliest = min(period_bounds(budget.period, now)[0] for _, budget in budgets.values())
-        record = reader.read_record(self.prometheus, earliest.timestamp(), now.timestamp())
+        spans = reader.read_pod_spans(self.prometheus, earliest.timestamp(), now.timestamp(), sorted(budgets))
         decisions = {}
         for name, (namespace, budget) in sorted(budgets.items()):
             try:
-                decisions[name] = self.enforce(namespace, budget, record, now)
+                decisions[name] = self.enforce(namespace, budget, spans, now)
             except ApiError as exc:  # the namespace is going away, or a queue vanished: the next round sees
                 log.warning("budget of namespace %s not enforced: %s", name, exc)
         return decisions
 
-    def enforce(self, namespace: dict, budget: Budget, record: UsageRecord, now: dt.datetime) -> Decision:
+    def enforce(self, namespace: dict, budget: Budget, spans: list[PodSpan], now: dt.datetime) -> Decision:
         name = namespace["metadata"]["name"]
         queue_name = (namespace["metadata"].get("labels") or {}).get(K.NAMESPACE_QUEUE_LABEL)
         queue = self.api.get(RESOURCES["Queue"], queue_name) if queue_name else None
         queue_state = ((queue or {}).get("status") or {}).get("state")
         previous = BudgetStatus.from_annotation(annotations_of(namespace).get(K.NAMESPACE_BUDGET_STATUS_ANNOTATION))
         start, _ = period_bounds(budget.period, now)
-        decision = decide(budget, previous, period_gpu_hours(record, name, start, now), now, queue_state)
+        decision = decide(budget, previous, period_gpu_hours(spans, name, start, now), now, queue_state)
         if queue is not None and (decision.close_queue or decision.open_queue):
             action = "CloseQueue" if decision.close_queue else "OpenQueue"
             self.api.create(queue_command(queue, action, f"namespace {name}: {decision.status.gpu_hours:g} of "

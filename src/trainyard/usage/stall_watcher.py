@@ -37,6 +37,11 @@ def gpu_pods_by_trainjob(pods: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
+def judged(trainjob: dict, after_log_s: float) -> bool:
+    """Whether `stalls.judge` can find the TrainJob stalled: it reports trainerStatus, or its logs are read."""
+    return after_log_s > 0 or bool((trainjob.get("status") or {}).get("trainerStatus"))
+
+
 class StallWatcher(Loop):
     def __init__(self, api: ApiServer, after_s: float, action: str = "none", period: float = 60.0,
                  after_log_s: float = 0.0, leading: Callable[[], bool] = lambda: True,
@@ -51,9 +56,13 @@ class StallWatcher(Loop):
         if not self.leading():
             self.seen.clear()
             return []
-        holding = gpu_pods_by_trainjob(self.api.list(PODS, field_selector="status.phase=Running").get("items") or [])
+        # TrainJobs from the controller's store; pods only when some TrainJob can be judged at all
+        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or [] if judged(tj, self.after_log_s)]
+        running = self.api.list(PODS, label_selector=JOBSET_NAME, field_selector="status.phase=Running") \
+            if trainjobs else {}
+        holding = gpu_pods_by_trainjob(running.get("items") or [])
         now_s, stalled, seen = self.clock(), [], {}
-        for trainjob in self.api.list(RESOURCES["TrainJob"]).get("items") or []:
+        for trainjob in trainjobs:
             meta = trainjob["metadata"]
             key = (meta["namespace"], meta["name"])
             pods = holding.get(key, [])

@@ -36,6 +36,21 @@ def test_every_query_reads_the_whole_window_at_its_end():
     assert queries["gpus"].startswith("sum by (namespace, pod, uid) (max by (namespace, pod, uid, container) (")
 
 
+def test_a_budget_reads_only_the_pod_spans_of_its_namespaces():
+    queries = P.pod_span_queries(since=0.0, until=3600.0, namespaces=["team-b", "team-a"])
+    assert set(queries) == {"gpus", "start", "present", "completion", "deletion", "last_seen"}
+    assert all('namespace=~"team-a|team-b"' in promql for promql in queries.values()), queries
+    assert queries["present"] == 'kube_pod_start_time{namespace=~"team-a|team-b"}'
+    assert 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",namespace=~"team-a|team-b"}' in queries["gpus"]
+    assert P.last_seen_fallback("last_seen", 0.0, 3600.0, ["team-a"]) == \
+        'max_over_time(timestamp(kube_pod_start_time{namespace=~"team-a"})[3600s:15s])'
+    # the whole record's pod queries are the same, over every namespace
+    assert {name: P.instant_queries(0.0, 3600.0)[name] for name in queries} == P.pod_span_queries(0.0, 3600.0)
+    spans = P.pod_spans({"gpus": [sample(8, **POD)], "start": [sample(100, **POD)], "completion": [sample(400, **POD)],
+                         "present": [], "deletion": [], "last_seen": [sample(500, **POD)]})
+    assert spans == [PodSpan("team-a", "tj-node-0-0-abcde", 8.0, 100.0, 400.0)]
+
+
 def test_a_finished_pod_of_a_trainjob_becomes_a_span_with_its_tenancy_and_class():
     record = P.build_record(answers(
         gpus=[sample(8, **POD)], start=[sample(100, **POD)], completion=[sample(400, **POD)],

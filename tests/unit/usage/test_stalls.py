@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.usage.stall_watcher import gpu_pods_by_trainjob
+from trainyard.usage.stall_watcher import gpu_pods_by_trainjob, judged
 from trainyard.usage.stalls import Seen, judge, last_log_time
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -92,3 +92,16 @@ def test_logs_alone_can_be_judged_and_trainer_status_alone():
     _, by_log = judge(trainjob(), True, None, T0, 0.0, T0 - 700, 600.0)
     assert by_log is not None  # --stalled-after 0 --stalled-log-after 600
     assert judge(trainjob(40, T0 - 7000), True, None, T0, 0.0, None, 600.0) == (None, None)
+
+
+@pytest.mark.parametrize("status, after_log_s, expected", [
+    (None, 0.0, False),  # no report and logs not read: judge never finds it stalled, so its pods are not read
+    (None, 600.0, True),
+    ({"trainerStatus": {"progressPercentage": 3}}, 0.0, True),
+    ({"conditions": []}, 0.0, False),
+])
+def test_only_trainjobs_that_can_be_found_stalled_are_looked_at(status, after_log_s, expected):
+    trainjob = {"metadata": {"name": "tj", "namespace": "ns"}, **({"status": status} if status else {})}
+    assert judged(trainjob, after_log_s) is expected
+    if not expected:  # agrees with judge: holding GPUs for a day changes nothing
+        assert judge(trainjob, True, None, T0, 60.0, None, after_log_s) == (None, None)
