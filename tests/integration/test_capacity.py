@@ -102,6 +102,43 @@ def test_fit_refuses_what_admission_refuses(cluster, shared, catalog_runtime, id
         remove_tenant(cluster, tenant.spec)
 
 
+def test_fit_refuses_a_trainjob_whose_jobs_the_jobset_controller_cannot_create(cluster, shared, idle, tmp_path):
+    """The runtime asks 1 GPU per node (requests and limits, as the catalog's torch runtime does); the TrainJob sets
+    only a limit of 2. As upstream, the merge keeps the runtime's request: request 1, limit 2, which the API server
+    refuses only when the JobSet controller creates the Job. fit says so, and the promise holds: created, the
+    TrainJob gets a JobSet whose Job is refused in the same words, and no pod."""
+    runtime = f"one-gpu-{uuid.uuid4().hex[:6]}"
+    rt = torch_runtime(runtime, gpus=1)
+    node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    node["resources"] = {"requests": {GPU: "1"}, "limits": {GPU: "1"}}
+    create(cluster, rt)
+    tenant = add_tenant(cluster, tenant_spec())
+    try:
+        tj = new_trainjob("limit-only", runtime, namespace=tenant.ns, nodes=1, per_node={"limits": {GPU: "2"}})
+        told = fit(cluster, tmp_path, tj)
+        assert told.returncode == 2, told.stdout + told.stderr
+        verdict = told.stdout.strip().splitlines()[-1]
+        assert verdict.startswith("refused: the JobSet controller could not create its Job limit-only-node-0: "), verdict
+        assert "must be equal to nvidia.com/gpu limit of 2" in verdict and "resourcesPerNode.requests" in verdict
+        # with the request given too, the same TrainJob passes that check
+        both = new_trainjob("both", runtime, namespace=tenant.ns, nodes=1,
+                            per_node={"limits": {GPU: "2"}, "requests": {GPU: "2"}})
+        assert "could not create its Job" not in fit(cluster, tmp_path, both).stdout
+
+        create(cluster, tj, tenant.user)
+        events = cluster.wait(lambda: [e for e in cluster.core.list_namespaced_event(tenant.ns).items
+                                       if e.involved_object.kind == "JobSet" and "must be equal to" in (e.message or "")],
+                              timeout=60, what="the JobSet controller refused the Job")
+        assert "nvidia.com/gpu limit of 2" in events[0].message
+        from kubernetes import client
+
+        assert not client.BatchV1Api(cluster.api_client).list_namespaced_job(tenant.ns).items
+        assert not cluster.core.list_namespaced_pod(tenant.ns).items
+    finally:
+        remove_tenant(cluster, tenant.spec)
+        delete_cluster_object(cluster, "clustertrainingruntime", runtime)
+
+
 def test_fit_waits_on_quota(cluster, shared, catalog_runtime, idle, tmp_path):
     tenant = add_tenant(cluster, tenant_spec(gpus=16, queue_gpus=32))
     try:

@@ -18,6 +18,7 @@ is the answer, phrased for the user:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable
@@ -66,6 +67,30 @@ class Verdict:
     @property
     def line(self) -> str:
         return self.message if self.outcome == FITS else f"{self.outcome}: {self.message}"
+
+
+def jobs_of(objects: Iterable[dict]) -> list[dict]:
+    """The batch/v1 Jobs the JobSet controller will create from the built JobSet, one per replicated job (the first
+    replica's name): what the API server validates only then, such as a GPU request that differs from its limit."""
+    jobsets = [o for o in objects if o.get("kind") == "JobSet"]
+    out = []
+    for jobset in jobsets:
+        for job in k8s.replicated_jobs(jobset.get("spec") or {}):
+            template = job.get("template") or {}
+            out.append({"apiVersion": "batch/v1", "kind": "Job",
+                        "metadata": {"name": f"{k8s.name_of(jobset)}-{job.get('name', '')}-0",
+                                     "namespace": k8s.namespace_of(jobset),
+                                     "labels": dict((template.get("metadata") or {}).get("labels") or {})},
+                        "spec": copy.deepcopy(template.get("spec") or {})})
+    return out
+
+
+def job_refusal_hint(refusal: str) -> str:
+    """The fix for the Job refusal a user meets most: a TrainJob's GPU limit over a runtime's GPU request."""
+    if "must be equal to" in refusal and "limit" in refusal:
+        return ("; set spec.trainer.resourcesPerNode.requests equal to its limits (the runtime's requests are kept "
+                "where the TrainJob gives none, and an extended resource's request must equal its limit)")
+    return ""
 
 
 def gang_from_objects(objects: Iterable[dict]) -> Gang:

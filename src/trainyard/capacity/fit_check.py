@@ -1,5 +1,5 @@
 """`trainyard fit`'s checks against the live platform, in order: admission, runtime, build, quota, dry-run
-create, queue, priority, placement. Returns the printed lines and the exit code; the command only prints."""
+create (the TrainJob, its PodGroup and the Jobs its JobSet will make), queue, priority, placement. Returns the printed lines and the exit code; the command only prints."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
-from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, priority_note
+from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, job_refusal_hint, jobs_of, priority_note
 from .model import Node, QueueUse, hard_tier, nodes_from, number, queue_uses, waiting_reasons
 from trainyard.whatif.estimate import DEFAULT_RUN_S
 
@@ -66,6 +66,11 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         refusal = live.dry_run_create(api, group, live.PODGROUPS)
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
+    for job in jobs_of(objects):  # the API server admits the TrainJob and JobSet; a Job's pod template it checks
+        refusal = live.dry_run_create(api, job, live.JOBS)  # only when the JobSet controller creates it
+        if refusal and "cannot create resource" not in refusal:  # RBAC: a user need not create Jobs
+            return lines + [f"refused: the JobSet controller could not create its Job {job['metadata']['name']}: "
+                            f"{refusal}{job_refusal_hint(refusal)}"], EXIT_REFUSED
     lines.append(gang_line)
     nodes, queues = capacity_of(snap)
     verdicts = fit(gang, snap.quotas, queues, nodes)
@@ -151,6 +156,9 @@ def start_estimate(reads: LiveReads, gang) -> str:
     """`estimate: starts in about 12 min, position 3 in queue team-a`, the gang behind every gang waiting now."""
     from trainyard.whatif.estimate import phrase
 
+    skipped = estimates.too_many_to_estimate(len(estimates.pending_gangs(reads.snap.pod_groups, {})))
+    if skipped:  # decided before listing every TrainJob, as report does
+        return f"estimate: {skipped}"
     extra = reads.extra_gang(gang, gang.priority_class)
     found = estimates.estimates(reads.estimate_inputs, extra)[extra.key]
     return f"estimate: {phrase(found)} ({estimates.ASSUMPTION.format(minutes=reads.default_run_s / 60)})"

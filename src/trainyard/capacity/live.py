@@ -27,6 +27,7 @@ QUEUES = Resource(K.VOLCANO_API_VERSION, "Queue", "queues", namespaced=False)
 PODGROUPS = Resource(K.VOLCANO_API_VERSION, "PodGroup", "podgroups")
 HYPERNODES = Resource(f"{K.VOLCANO_TOPOLOGY_GROUP}/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
 TRAINJOBS = Resource(K.TRAINER_API_VERSION, C.TRAINJOB_KIND, "trainjobs")
+JOBS = Resource("batch/v1", "Job", "jobs")
 
 
 @dataclass

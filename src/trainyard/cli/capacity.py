@@ -9,7 +9,6 @@ from typing import Optional
 import typer
 
 from trainyard import yaml_input
-from trainyard.capacity.fit_check import EXIT_REFUSED, run_fit
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.errors import TrainyardError
 
@@ -50,6 +49,8 @@ def fit_command(
 
     Nothing is written (server-side dry-run only). Prints the checks in order and the first blocking reason;
     exit 0 if it would run now, 1 if it would wait, 2 if it would be refused."""
+    from trainyard.capacity.fit_check import EXIT_REFUSED, run_fit  # the model and numpy: only for fit
+
     trainjob = _load_trainjob(trainjob_file)
     trainjob.setdefault("metadata", {})
     trainjob["metadata"]["namespace"] = namespace or trainjob["metadata"].get("namespace") or "default"

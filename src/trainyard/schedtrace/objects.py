@@ -112,7 +112,10 @@ def trainjob(job: TraceJob, gang: bool) -> dict:
             "metadata": {"name": job.name, "namespace": job.tenant, "labels": {K.TRACE_JOB_LABEL: job.name}},
             "spec": {"runtimeRef": {"name": runtime_name(job.tier, gang)},
                      "trainer": {"numNodes": job.pods,
-                                 "resourcesPerNode": {"limits": {K.GPU_RESOURCE: str(job.gpus_per_pod)}}},
+                                 # both, as a user must: a runtime's GPU request (the catalog's is 1) is kept
+                                 # by the merge, and a GPU request that differs from its limit is invalid
+                                 "resourcesPerNode": {"limits": {K.GPU_RESOURCE: str(job.gpus_per_pod)},
+                                                      "requests": {K.GPU_RESOURCE: str(job.gpus_per_pod)}}},
                      "runtimePatches": [patch]}}
 
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from trainyard.capacity.fit import (FITS, REFUSED, WAITS, check_placement, check_queue, check_quota, exit_code, fit,
-                                    gang_from_objects, pack, priority_note)
+                                    gang_from_objects, job_refusal_hint, jobs_of, pack, priority_note)
 from trainyard.capacity.model import nodes_from, queue_uses
 
 from capacity_builders import FOUR, GPU, built, node, pod, pod_group, queue, quota
@@ -20,6 +20,25 @@ def test_gang_from_the_built_objects():
     assert (gang.namespace, gang.name, gang.queue, gang.priority_class, gang.min_member) == ("ns", "tj", "team-a", "high", 3)
     assert gang.pods == [{GPU: Fraction(8)}] * 3 and gang.total == {GPU: Fraction(24)}
     assert gang.min_resources == {GPU: Fraction(24)} and gang.topology == RACK1
+
+
+def test_the_jobs_the_jobset_controller_will_create_are_its_replicated_jobs():
+    objects = built(3, 8)
+    jobs = jobs_of(objects)
+    template = objects[-1]["spec"]["replicatedJobs"][0]["template"]
+    assert [(j["kind"], j["metadata"]["name"], j["metadata"]["namespace"]) for j in jobs] == [("Job", "tj-node-0", "ns")]
+    assert jobs[0]["spec"] == template["spec"] and jobs[0]["spec"] is not template["spec"]  # a copy: dry-run pops
+    assert jobs_of(objects[:1]) == []  # no JobSet, no Job
+
+
+@pytest.mark.parametrize("refusal, hint", [
+    ('Job.batch "tj-node-0" is invalid: spec.template.spec.containers[0].resources.requests: Invalid value: "1": '
+     "must be equal to nvidia.com/gpu limit of 2", "set spec.trainer.resourcesPerNode.requests equal to its limits"),
+    ('jobs.batch is forbidden: exceeded quota: count/jobs.batch', None),
+])
+def test_a_refused_job_names_the_fix_it_has(refusal, hint):
+    found = job_refusal_hint(refusal)
+    assert (hint in found) if hint else found == ""
 
 
 def _without_group(objects, scheduler=None, queue_annotation=None):

@@ -6,12 +6,14 @@ import pytest
 
 from trainyard.capacity.live import Snapshot
 from trainyard.capacity.report import build_report, render_text
+from trainyard.capacity.model import waiting_reasons
 
 from capacity_builders import FOUR, GPU, pod, pod_group, queue, quota
 
 UNSCHEDULABLE = {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
                  "message": "2/2 tasks in gang unschedulable: pod group is not ready", "lastTransitionTime": "t"}
-ENQUEUE = {"involvedObject": {"kind": "PodGroup", "name": "wait", "uid": "uid-wait"}, "reason": "Unschedulable",
+ENQUEUE = {"involvedObject": {"kind": "PodGroup", "namespace": "ns", "name": "wait", "uid": "uid-wait"},
+           "reason": "Unschedulable",
            "message": "queue resource quota insufficient: insufficient nvidia.com/gpu", "lastTimestamp": "t"}
 
 
@@ -50,6 +52,21 @@ def test_queues_and_pending_gangs_with_why(report):
                       "running_gangs": 1, "pending_gangs": 1}
     assert report.pending == [{"queue": "team-a", "podgroup": "ns/wait", "phase": "Pending",
                                "why": "queue resource quota insufficient: insufficient nvidia.com/gpu"}]
+
+
+def test_each_pending_gang_is_judged_on_its_own_events_only():
+    """Two tenants' gangs of one name: each gets its own namespace's verdict (the events are grouped by object)."""
+    groups = [pod_group("wait", q, 16, members=2, phase="Pending", ns=ns, conditions=[UNSCHEDULABLE])
+              for ns, q in (("team-a", "a"), ("team-b", "b"))]
+    for group in groups:
+        group["metadata"]["uid"] = f"uid-{group['metadata']['namespace']}"
+    events = [{**ENQUEUE, "involvedObject": {"kind": "PodGroup", "namespace": ns, "name": "wait", "uid": f"uid-{ns}"},
+               "message": words} for ns, words in (("team-a", "queue resource quota insufficient"),
+                                                   ("team-b", "resource in cluster is overused"))]
+    assert waiting_reasons(groups, events) == {("team-a", "wait"): "queue resource quota insufficient",
+                                               ("team-b", "wait"): "resource in cluster is overused"}
+    assert waiting_reasons(groups, []) == {key: "NotEnoughResources: 2/2 tasks in gang unschedulable: pod group is "
+                                                "not ready" for key in (("team-a", "wait"), ("team-b", "wait"))}
 
 
 def test_pending_gang_without_enqueue_event_shows_its_condition():

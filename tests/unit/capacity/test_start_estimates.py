@@ -80,3 +80,11 @@ def test_a_job_behind_a_full_queue_starts_when_the_running_job_ends():
     extra = E.gang_to_estimate("ns", "new", "team-a", [{"nvidia.com/gpu": 8}] * 2, None, 0)
     found = E.estimates(given, extra)["ns/new"]
     assert found.position == 1 and 1200 <= found.start_in_s <= 1200.5
+
+
+@pytest.mark.parametrize("waiting, words", [
+    (0, None), (E.MOST_PENDING, None),
+    (E.MOST_PENDING + 1, f"none: {E.MOST_PENDING + 1} gangs wait, more than the {E.MOST_PENDING} the model replays in time"),
+])
+def test_no_estimate_above_the_gangs_the_model_replays_in_time(waiting, words):
+    assert E.too_many_to_estimate(waiting) == words
