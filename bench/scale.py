@@ -50,7 +50,7 @@ from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.cluster.trainer_controllers import PROCESS
-from trainyard.profiles import parse_collapsed, top_entries
+from trainyard.profiles import parse_collapsed, top_as_json
 from trainyard.scale_stack import WEIGHTS, scale_stack_document, tenant_name, with_tenant_weight
 from trainyard.schedtrace import objects
 from trainyard.schedtrace.trace import Tenant, TraceJob, generate
@@ -166,8 +166,7 @@ def timed_command(*args: str, profile: Path | None = None) -> CommandRun:
     found = None
     if profile is not None and profile.is_file():
         stacks = parse_collapsed(profile.read_text())
-        found = {f"by_{by}": [{"function": e.function, "self": round(e.self_share, 4), "total": round(e.total_share, 4)}
-                              for e in top_entries(stacks, 15, by)] for by in ("self", "total")}
+        found = top_as_json(stacks, 15)
     return CommandRun(seconds, round(cpu, 2), result.returncode, found)
 
 

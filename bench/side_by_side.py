@@ -46,7 +46,7 @@ from trainyard.benchkit import ChildrenWatch, RssTrace, process_usage, samples
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
-from trainyard.profiles import ProfileEntry, format_entries, parse_collapsed, top_entries
+from trainyard.profiles import ProfileEntry, format_entries, parse_collapsed, top_as_json
 from trainyard.stats import percentile
 from trainyard.cluster.trainer_controllers import PROCESS, stop_trainjob_controller, switch_trainjob_controller
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
@@ -212,9 +212,7 @@ class Sampler:
         if not self.path.is_file():
             raise RuntimeError(f"py-spy wrote no profile: {err.strip()[-400:]}")
         stacks = parse_collapsed(self.path.read_text())
-        return {"samples": sum(stacks.values()),
-                **{f"by_{by}": [{"function": e.function, "self": round(e.self_share, 4), "total": round(e.total_share, 4)}
-                                for e in top_entries(stacks, 20, by)] for by in ("self", "total")}}
+        return {"samples": sum(stacks.values()), **top_as_json(stacks, 20)}
 
 
 def run_one(clients: Clients, which: str, unlimited: bool, index: int, count: int, stream: int, rate: float,

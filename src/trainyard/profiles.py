@@ -52,6 +52,12 @@ def top_entries(stacks: Counter, limit: int = 15, by: str = "self") -> list[Prof
     return [ProfileEntry(frame, self_counts[frame] / samples, total_counts[frame] / samples) for frame, _ in ranked]
 
 
+def top_as_json(stacks: Counter, limit: int = 20) -> dict:
+    """`{"by_self": [...], "by_total": [...]}` of the top entries, shares rounded: what a bench writes to its JSON."""
+    return {f"by_{by}": [{"function": e.function, "self": round(e.self_share, 4), "total": round(e.total_share, 4)}
+                         for e in top_entries(stacks, limit, by)] for by in ("self", "total")}
+
+
 def format_entries(entries: list[ProfileEntry]) -> str:
     """A fixed-width table: self %, total %, function."""
     lines = [f"{'self %':>7} {'total %':>7}  function"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainyard.profiles import NO_PYTHON_FRAME, format_entries, parse_collapsed, top_entries
+from trainyard.profiles import NO_PYTHON_FRAME, format_entries, parse_collapsed, top_as_json, top_entries
 
 STACKS = """\
 main (run.py);loop (run.py);decode (json/decoder.py) 6
@@ -52,3 +52,10 @@ def test_empty_profile_has_no_entries_and_by_is_checked():
 def test_table_prints_percentages():
     text = format_entries(top_entries(parse_collapsed(STACKS), limit=1))
     assert "60.0" in text and "decode (json/decoder.py)" in text
+
+
+def test_top_as_json_is_both_lists_rounded():
+    stacks = parse_collapsed("main;work 3\nmain;idle 1\n")
+    found = top_as_json(stacks, 1)
+    assert found == {"by_self": [{"function": "work", "self": 0.75, "total": 0.75}],
+                     "by_total": [{"function": "main", "self": 0.0, "total": 1.0}]}
