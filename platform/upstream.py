@@ -11,6 +11,7 @@ from typing import Iterable
 
 import yaml
 
+from trainyard import k8s as K
 from trainyard.yaml_input import FAST_SAFE_LOADER
 
 JOBSET_MODULE = "sigs.k8s.io/jobset"
@@ -52,7 +53,27 @@ def jobset_crds(root: Path | None = None) -> list[dict]:
 
 def volcano_crds(root: Path | None = None) -> list[dict]:
     root = root or module_root("volcano", VOLCANO_MODULE)
-    return crds_only(documents(_read(root / VOLCANO_CRD_DIR)))
+    return [with_selectable_phase(crd) for crd in crds_only(documents(_read(root / VOLCANO_CRD_DIR)))]
+
+
+POD_GROUP_CRD = f"{K.PODGROUPS}.{K.VOLCANO_GROUP}"
+PHASE_FIELD = ".status.phase"
+
+
+def with_selectable_phase(crd: dict) -> dict:
+    """Volcano's PodGroup CRD with `.status.phase` as a selectable field (CRD field selectors, GA in Kubernetes
+    1.32), any other CRD as it is. Volcano's CRD has none, so every reader of PodGroups got the finished ones too;
+    `trainyard report` and `fit` ask for `status.phase!=Completed` (a third of the PodGroups, and growing, on a busy
+    platform). Volcano itself reads them from its informer and is unaffected."""
+    if (crd.get("metadata") or {}).get("name") != POD_GROUP_CRD:
+        return crd
+    versions = []
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        fields = list(version.get("selectableFields") or [])
+        if {"jsonPath": PHASE_FIELD} not in fields:
+            fields.append({"jsonPath": PHASE_FIELD})
+        versions.append({**version, "selectableFields": fields})
+    return {**crd, "spec": {**crd["spec"], "versions": versions}}
 
 
 def volcano_admission_policies(root: Path | None = None) -> list[dict]:

@@ -28,14 +28,16 @@ JOBSET_NAMESPACE = "jobset-system"
 
 
 def crd_policy(protect: bool, retain: bool):
-    """A transform giving a chart's CRDs the same protect/retain policy as the platform's own CRDs:
-    deleting a CRD deletes every object of its kind cluster-wide (users' jobs too)."""
+    """A transform giving a chart's CRDs the same protect/retain policy as the platform's own CRDs (deleting a CRD
+    deletes every object of its kind cluster-wide, users' jobs too), and the PodGroup CRD the selectable phase the
+    local stack's copy has (`upstream.with_selectable_phase`)."""
 
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         if args.type_ != CRD_TYPE:
             return None
         policy = pulumi.ResourceOptions(protect=protect, retain_on_delete=retain)
-        return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, policy))
+        return pulumi.ResourceTransformResult(upstream.with_selectable_phase(dict(args.props)),
+                                              pulumi.ResourceOptions.merge(args.opts, policy))
 
     return transform
 

@@ -160,6 +160,14 @@ def test_tenants_queues_and_runtimes_are_installed(deployed):
         assert runtimes
 
 
+def test_the_charts_podgroup_crd_lets_readers_select_by_phase(deployed):
+    """The chart's PodGroup CRD goes through the same transform as the local copy: `report`/`fit` list only the
+    PodGroups not Completed, and the API server takes that field selector."""
+    crd = json.loads(kubectl("get", "crd", "podgroups.scheduling.volcano.sh", "-o", "json"))
+    assert all({"jsonPath": ".status.phase"} in v.get("selectableFields", []) for v in crd["spec"]["versions"]), crd
+    kubectl("get", "podgroups", "-A", "--field-selector", "status.phase!=Completed")  # refused (400) without it
+
+
 def test_a_second_preview_shows_no_changes(deployed):
     result = deployed.preview()
     changes = {op: n for op, n in result.change_summary.items() if op != "same" and n}

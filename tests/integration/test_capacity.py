@@ -346,3 +346,49 @@ def test_fit_agrees_with_what_then_happens_on_a_slice_of_the_agreement_bench(clu
     assert figures["disagreements"] == [] and figures["agreed"] == len(cases), figures
     assert figures["table"] == {"fits": {"placed": 2}, "refused": {"refused at create": 1, "waiting": 2},
                                 "waits": {"waiting": 1}}, figures["table"]
+
+
+def test_report_and_fit_read_no_finished_podgroup(cluster, topology_runtime, idle):
+    """A TrainJob whose pods complete: Volcano marks its PodGroup Completed, and the PodGroups `report`/`fit` read
+    (`status.phase!=Completed`, a field selector the platform's PodGroup CRD allows) leave it out while the whole
+    list still has it; a running one is read."""
+    from trainyard.capacity import live
+    from trainyard.controller.runtime.apiserver import ApiServer
+
+    ns = cluster.namespace("finished")
+    quick = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "1s"}}}]
+    create(cluster, new_trainjob("done", topology_runtime, namespace=ns, nodes=1, podTemplateOverrides=quick))
+    create(cluster, new_trainjob("busy", topology_runtime, namespace=ns, nodes=1))
+    phase = lambda name: ((podgroup(cluster, name, ns) or {}).get("status") or {}).get("phase")  # noqa: E731
+    cluster.wait(lambda: phase("done") == "Completed" and phase("busy") == "Running", timeout=120,
+                 what="one PodGroup Completed, the other Running")
+    api = ApiServer.from_kubeconfig(cluster.kubeconfig)
+    read = {g["metadata"]["name"] for g in live.unfinished_pod_groups(api) if g["metadata"]["namespace"] == ns}
+    everything = {g["metadata"]["name"] for g in api.list(live.PODGROUPS, ns)["items"]}
+    assert read == {"busy"} and everything == {"done", "busy"}, (read, everything)  # no fallback to the whole list
+
+
+def test_fit_reads_each_object_it_checks_once(cluster, catalog_runtime):
+    """fit's reads: the runtime, JobSet and Namespace of a TrainJob are asked for ahead of the checks, once each,
+    and every reader gets its own copy."""
+    from trainyard.capacity import live
+    from trainyard.controller.runtime.apiserver import ApiServer
+
+    ns = cluster.namespace("remembered")
+    sent: list[tuple[str, str]] = []
+    api = ApiServer.from_kubeconfig(cluster.kubeconfig)
+    api.observe = lambda method, resource: sent.append((method, resource))
+    reads = live.RememberedReads(api)
+    wanted = live.fit_reads(new_trainjob("probe", catalog_runtime, namespace=ns, nodes=1))
+    assert {(r.plural, name) for r, name, _ in wanted} >= {("clustertrainingruntimes", catalog_runtime),
+                                                            ("jobsets", "probe"), ("namespaces", ns)}
+    for resource, name, namespace in wanted:
+        reads.prefetch(resource, name, namespace)
+    first = reads.get(live.NAMESPACES, ns)
+    first["metadata"]["labels"] = {"changed": "by a reader"}
+    again = reads.get(live.NAMESPACES, ns)
+    assert again is not None and (again["metadata"].get("labels") or {}).get("changed") is None
+    assert reads.get(wanted[0][0], wanted[0][1], wanted[0][2])["metadata"]["name"] == catalog_runtime
+    assert reads.get(live.JOBS, "none-such", ns) is None  # a 404 is remembered as None
+    assert sorted(sent) == sorted([("GET", r.plural) for r, _, _ in wanted] + [("GET", "jobs")]), sent

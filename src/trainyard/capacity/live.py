@@ -5,10 +5,13 @@ Read-only: every write goes out with `dryRun=All`.
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Callable, Generic, Iterable, TypeVar
 
 from trainyard import k8s as K
 from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
@@ -61,31 +64,121 @@ def list_items(api: ApiServer, resource: Resource, namespace: str | None = None,
 
 
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+PODGROUP_VERDICTS = "involvedObject.kind=PodGroup,reason=Unschedulable"
+"""Volcano's Events on PodGroups saying why a gang waits (`gang_pending`)."""
 BOUND_PODS = f"spec.nodeName!=,{ACTIVE_PODS}"
 
 
-def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = False) -> Snapshot:
+def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = False,
+             podgroup_events: bool = True, stalls: bool = True) -> Snapshot:
     """Everything cluster-wide (capacity is shared); quotas of `namespace` only when given. The lists go out
     together: at 1,000 nodes and 10,000 PodGroups each waits mostly on the API server. Pods: the bound ones
     (what capacity is made of), and the pending ones too only when `unbound_pods` (the loops that give a gang's
-    pods a toleration): a backlog of 20,000 pending pods is a 28 MB list the report never needs."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    pods a toleration): a backlog of 20,000 pending pods is a 28 MB list the report never needs. Events are read
+    from etcd, never from the API server's cache (see `events_in`): without `podgroup_events` the caller reads the
+    ones it needs itself, without `stalls` the controller's stall Events are left out (only the report shows
+    them)."""
     lists = {
         "nodes": (NODES, None, None, False),
         "pods": (PODS, None, ACTIVE_PODS if unbound_pods else BOUND_PODS, False),
         "queues": (QUEUES, None, None, True),
-        "pod_groups": (PODGROUPS, None, None, True),
         "quotas": (QUOTAS, namespace, None, False),
         "hypernodes": (HYPERNODES, None, None, True),
-        "events": (EVENTS, None, "involvedObject.kind=PodGroup,reason=Unschedulable", True),
+        **({"events": (EVENTS, None, PODGROUP_VERDICTS, True)} if podgroup_events else {}),
         "namespaces": (NAMESPACES, None, None, True),
-        "stalls": (EVENTS, None, "involvedObject.kind=TrainJob,reason=TrainJobStalled", True),
+        **({"stalls": (EVENTS, None, "involvedObject.kind=TrainJob,reason=TrainJobStalled", True)} if stalls else {}),
     }
-    with ThreadPoolExecutor(max_workers=len(lists)) as pool:
-        futures = {field_name: pool.submit(list_items, api, resource, ns, field_selector=selector, optional=optional)
-                   for field_name, (resource, ns, selector, optional) in lists.items()}
-        return Snapshot(**{field_name: future.result() for field_name, future in futures.items()})
+    started = {field_name: Background(list_items, api, resource, ns, field_selector=selector, optional=optional)
+               for field_name, (resource, ns, selector, optional) in lists.items()}
+    started["pod_groups"] = Background(unfinished_pod_groups, api)
+    return Snapshot(**{field_name: call.result() for field_name, call in started.items()})
+
+
+UNFINISHED = "status.phase!=Completed"
+
+
+def unfinished_pod_groups(api: ApiServer) -> list[dict]:
+    """The PodGroups not Completed: a finished gang holds nothing and waits for nothing, and on a busy platform they
+    are a third of the list and growing. The selector needs the phase selectable (`upstream.with_selectable_phase`,
+    on every CRD trainyard installs); where Volcano was installed otherwise the API server refuses it (400), and
+    the whole list is read."""
+    try:
+        return list_items(api, PODGROUPS, field_selector=UNFINISHED, optional=True)
+    except ApiError as exc:
+        if exc.status != 400:
+            raise
+        return list_items(api, PODGROUPS, optional=True)
+
+
+class RememberedReads(ApiServer):
+    """`api`'s connection, whose GETs are each sent once, and may be sent ahead of need (`prefetch`, on their own
+    threads): fit's checks read the same Namespace and runtime several times (admission, runtime, build), and on a
+    busy API server each round trip costs a fifth of a second. Every caller gets its own copy."""
+
+    def __init__(self, api: ApiServer):
+        super().__init__(api.transport, api.may_write, api.limiter, api.observe)
+        self._gets: dict[str, Background[dict | None]] = {}  # by the object's path
+
+    def prefetch(self, resource: Resource, name: str, namespace: str | None = None) -> None:
+        if resource.path(namespace, name) not in self._gets:
+            self._gets[resource.path(namespace, name)] = Background(super().get, resource, name, namespace)
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict | None:
+        self.prefetch(resource, name, namespace)
+        return copy.deepcopy(self._gets[resource.path(namespace, name)].result())
+
+
+def fit_reads(trainjob: dict) -> list[tuple[Resource, str, str | None]]:
+    """What `fit`'s admission check and runtime fetch will GET of `trainjob`: its runtime, its JobSet, and what the
+    tenant admission reads (`admission_lookups`: the Namespace, the pinned runtime copy, the selected class)."""
+    from trainyard.controller.runtime.apiserver import RESOURCES
+    from trainyard.controller.tenant_namespace import admission_lookups
+
+    meta, spec = trainjob.get("metadata") or {}, trainjob.get("spec") or {}
+    namespace, ref = meta.get("namespace"), spec.get("runtimeRef") or {}
+    wanted = []
+    kind = ref.get("kind", C.CLUSTER_TRAINING_RUNTIME_KIND)
+    if kind in C.RUNTIME_KINDS and ref.get("name"):
+        wanted.append((kind, ref["name"], namespace if kind == C.TRAINING_RUNTIME_KIND else None))
+    if meta.get("name"):
+        wanted.append(("JobSet", meta["name"], namespace))
+    wanted += admission_lookups(trainjob)
+    return [(RESOURCES[kind], name, ns) for kind, name, ns in wanted if kind in RESOURCES and isinstance(name, str)]
+
+
+T = TypeVar("T")
+
+
+def events_in(api: ApiServer, namespaces: Iterable[str], field_selector: str = PODGROUP_VERDICTS) -> list[dict]:
+    """The Events matching `field_selector` in each of `namespaces` (read together): a namespaced list reads only
+    that namespace's Events from etcd, where a cluster-wide one reads them all."""
+    started = [Background(list_items, api, EVENTS, ns, field_selector=field_selector, optional=True)
+               for ns in sorted(set(namespaces))]
+    return [event for call in started for event in call.result()]
+
+
+class Background(Generic[T]):
+    """A call started now on a daemon thread, its result (or exception) taken later. Daemon: a command that returns
+    early (a refused `fit`) does not wait for reads whose results it never takes, as an executor's threads would."""
+
+    def __init__(self, fn: Callable[..., T], *args, **kwargs):
+        self._outcome: tuple[bool, object] | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args, kwargs) -> None:
+        try:
+            self._outcome = (True, fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the result
+            self._outcome = (False, exc)
+
+    def result(self) -> T:
+        self._thread.join()
+        assert self._outcome is not None
+        ok, value = self._outcome
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
 
 
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps")
@@ -245,7 +338,7 @@ class ClusterView:
 
 
 def cluster_view(api: ApiServer) -> ClusterView:
-    snap = snapshot(api, unbound_pods=True)
+    snap = snapshot(api, unbound_pods=True, podgroup_events=False, stalls=False)
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
     uses = queue_uses(snap.queues, snap.pod_groups, snap.pods)
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes), Fraction(0)))

@@ -96,7 +96,10 @@ def _node_ready(node: dict) -> bool:
 def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[str, dict[int, str]]:
     """node name -> {tier: HyperNode name} from HyperNodes (members by exactMatch / regexMatch-free labelMatch)."""
     by_name = {meta(h).get("name"): h for h in hypernodes}
-    node_labels: dict[str, dict] = {str(meta(n).get("name")): meta(n).get("labels") or {} for n in nodes}
+    by_label: dict[tuple[str, str], set[str]] = {}  # (label, value) -> nodes: one lookup per matchLabels pair
+    for n in nodes:
+        for key, value in (meta(n).get("labels") or {}).items():
+            by_label.setdefault((key, str(value)), set()).add(str(meta(n).get("name")))
 
     def members(h: dict, seen: frozenset = frozenset()) -> set[str]:
         out: set[str] = set()
@@ -112,7 +115,7 @@ def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[st
                 out.add(exact)
             match = (selector.get("labelMatch") or {}).get("matchLabels") or {}
             if match:
-                out |= {n for n, labels in node_labels.items() if all(labels.get(k) == v for k, v in match.items())}
+                out |= set.intersection(*(by_label.get((k, str(v)), set()) for k, v in match.items()))
         return out
 
     parents: dict[str, dict[int, str]] = {}

@@ -115,14 +115,15 @@ class StartEstimator(Loop):
         if not self.leading():
             self.written.clear()  # another replica writes them; start afresh if this one leads again
             return 0
-        snap = live.snapshot(self.api)
-        given = live.estimate_inputs(self.api, snap, self.default_run_s)
-        if not given.pending:
+        snap = live.snapshot(self.api, podgroup_events=False, stalls=False)  # the estimates read no Event
+        waiting = len(estimates.pending_gangs(snap.pod_groups, {}))
+        if not waiting:
             self.written.clear()
             return 0
-        if len(given.pending) > estimates.MOST_PENDING:
-            log.warning("%d waiting gangs: start estimates skipped above %d", len(given.pending), estimates.MOST_PENDING)
+        if waiting > estimates.MOST_PENDING:  # decided before the TrainJobs and PriorityClasses are read
+            log.warning("%d waiting gangs: start estimates skipped above %d", waiting, estimates.MOST_PENDING)
             return 0
+        given = live.estimate_inputs(self.api, snap, self.default_run_s)
         owners = trainjob_owners(snap.pod_groups)
         now_s, wrote, seen = time.time(), 0, set()
         for key, found in estimates.estimates(given).items():

@@ -87,11 +87,14 @@ def report_command(
     """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas;
     with --since, the GPU usage of each tenant over that window."""
     from trainyard.capacity import live
-    from trainyard.capacity.report import TEXT_ROWS, build_report, render_text
+    from trainyard.capacity.report import TEXT_ROWS, build_report, render_text, unadmitted_shown
 
+    every_row = all_rows or out is not None
     try:
         api = live.connect(kubeconfig)
-        snap = live.snapshot(api)
+        snap = live.snapshot(api, podgroup_events=every_row)
+        if not every_row:  # why the shown gangs wait: their namespaces' Events, not every Event of the cluster
+            snap.events = live.events_in(api, unadmitted_shown(snap, TEXT_ROWS))
         words = start_estimates(api, snap, default_run)
     except TrainyardError as err:
         typer.echo(f"Error: {err}", err=True)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from trainyard.capacity.fairness import water_fill
 
 from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
 from trainyard.stats import percentile
+
+if TYPE_CHECKING:  # numpy only where a timeline is computed: `fit`, `report` and the controller use the records
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ class Timeline:
 
 def timeline(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRecord]], submitted: Mapping[str, float],
              end: float, step: float = 0.5) -> Timeline:
+    import numpy as np
+
     t = np.arange(0.0, end, step)
     tenants = sorted({job.tenant for job in trace})
     held_by = {name: np.zeros_like(t) for name in tenants}
@@ -166,6 +169,8 @@ def queue_shares(line: Timeline, capacity: int, weights: Mapping[str, float]) ->
     """Per queue, while demand >= capacity: time-averaged share of the cluster held, its weighted fair
     share (water-filled against what each queue demanded at that moment), the plain weight share, and the
     deviation from the fair share in percentage points."""
+    import numpy as np
+
     mask = saturated(line, capacity)
     total_weight = sum(weights.values())
     out = {}
@@ -213,6 +218,8 @@ def topology_splits(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRe
 
 def bind_rate(pods: Iterable[PodRecord], window: float = 10.0) -> dict:
     """Pods bound per second: mean between the first and last bind, and the busiest `window` seconds."""
+    import numpy as np
+
     times = sorted(p.bound for p in pods if p.bound is not None)
     if len(times) < 2:
         return {"pods_bound": len(times), "mean_per_s": None, "peak_per_s": None}
@@ -232,6 +239,8 @@ def idle_breakdown(trace: Sequence[TraceJob], pods: Mapping[str, Sequence[PodRec
     every waiting job needed more GPUs than were free; or some waiting job would fit by GPU count but only
     in queues already at their weighted fair share (held back by the queue plugin); or one would fit in a
     queue under its share (held back by placement: rack/spine topology, fragmentation, scheduling latency)."""
+    import numpy as np
+
     placed = {job.name: time_when_placed(job, pods.get(job.name, ())) for job in trace}
     mask = saturated(line, capacity)
     out = dict.fromkeys(IDLE_CAUSES, 0.0)

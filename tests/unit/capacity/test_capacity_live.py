@@ -73,9 +73,11 @@ def test_fit_names_the_trainjob_even_when_the_api_server_would(metadata, shown):
 class ListRecorder:
     def __init__(self):
         self.selectors: dict[str, str | None] = {}
+        self.lists: list[tuple[str, str | None, str | None]] = []
 
     def list(self, resource, namespace=None, label_selector=None, field_selector=None):
         self.selectors[resource.plural] = field_selector
+        self.lists.append((resource.plural, namespace, field_selector))
         return {"items": []}
 
 
@@ -87,3 +89,49 @@ def test_snapshot_lists_pending_pods_only_for_whoever_needs_them(unbound, select
     api = ListRecorder()
     live.snapshot(api, unbound_pods=unbound)
     assert api.selectors["pods"] == selector
+
+
+STALLS = "involvedObject.kind=TrainJob,reason=TrainJobStalled"
+
+
+@pytest.mark.parametrize("podgroup_events, stalls, events_listed", [
+    (True, True, [live.PODGROUP_VERDICTS, STALLS]),  # report --all / --out: every row's reason
+    (False, True, [STALLS]),                         # report's text: reads the shown rows' namespaces itself
+    (False, False, []),                              # fit and the controller's loops: no Event at all
+])
+def test_snapshot_reads_events_only_for_whoever_shows_them(podgroup_events, stalls, events_listed):
+    """Events are read from etcd, never from the API server's cache: each cluster-wide list of them costs seconds
+    at 10,000 TrainJobs, so only the report's rows that show them ask."""
+    api = ListRecorder()
+    live.snapshot(api, podgroup_events=podgroup_events, stalls=stalls)
+    assert sorted(sel for plural, ns, sel in api.lists if plural == "events") == sorted(events_listed)
+    assert {plural for plural, _, _ in api.lists} >= {"nodes", "pods", "queues", "podgroups", "hypernodes"}
+
+
+def test_events_in_lists_each_namespace_once_with_the_verdict_selector():
+    api = ListRecorder()
+    assert live.events_in(api, ["team-b", "team-a", "team-b"]) == []
+    assert sorted(api.lists) == [("events", "team-a", live.PODGROUP_VERDICTS), ("events", "team-b", live.PODGROUP_VERDICTS)]
+
+
+def test_background_hands_back_the_result_or_the_exception():
+    assert live.Background(lambda a, b=0: a + b, 1, b=2).result() == 3
+    failing = live.Background(lambda: (_ for _ in ()).throw(ApiError(500, "boom")))
+    with pytest.raises(ApiError):
+        failing.result()
+
+
+class SelectorRefusing(ListRecorder):
+    """An API server whose PodGroup CRD has no selectable phase (Volcano installed otherwise): 400 on the selector."""
+
+    def list(self, resource, namespace=None, label_selector=None, field_selector=None):
+        super().list(resource, namespace, label_selector, field_selector)
+        if field_selector:
+            raise ApiError(400, "BadRequest", '{"message": "field label not supported: status.phase"}')
+        return {"items": [{"metadata": {"name": "g"}}]}
+
+
+def test_unfinished_pod_groups_read_the_whole_list_where_the_phase_is_not_selectable():
+    api = SelectorRefusing()
+    assert [g["metadata"]["name"] for g in live.unfinished_pod_groups(api)] == ["g"]
+    assert api.lists == [("podgroups", None, live.UNFINISHED), ("podgroups", None, None)]

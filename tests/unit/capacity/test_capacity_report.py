@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainyard.capacity.live import Snapshot
-from trainyard.capacity.report import build_report, render_text
+from trainyard.capacity.report import build_report, render_text, unadmitted_shown
 from trainyard.capacity.model import waiting_reasons
 
 from capacity_builders import FOUR, GPU, pod, pod_group, queue, quota
@@ -179,3 +179,19 @@ def test_stalled_trainjobs_are_listed_from_the_controllers_events_newest_first()
                                            event("b", "2027-01-15T08:10:00Z", "stayed at 40 %")]))
     assert [(r["trainjob"], r["why"]) for r in report.stalled] == [("b", "stayed at 40 %"), ("a", "holds GPUs and ...")]
     assert "Stalled TrainJobs" in render_text(report)
+
+
+@pytest.mark.parametrize("limit, namespaces", [
+    (None, {"a-ns", "b-ns"}),  # every row: both namespaces with a gang outside its queue
+    (3, {"a-ns", "b-ns"}),
+    (2, {"a-ns"}),             # queue a's two rows come first: b-ns's gang is not shown
+    (1, {"a-ns"}),
+])
+def test_the_text_report_reads_the_events_of_the_shown_unadmitted_gangs_namespaces_only(limit, namespaces):
+    """Rows in the report's order (queue, then gang); an Inqueue gang's reason is its condition, not an Event."""
+    snap = Snapshot(queues=[queue("b"), queue("a")], pod_groups=[
+        pod_group("late", "b", 8, phase="Pending", ns="b-ns"),
+        pod_group("in", "a", 8, phase="Inqueue", ns="c-ns"),
+        pod_group("out", "a", 8, phase="Pending", ns="a-ns")])
+    assert [row["podgroup"] for row in build_report(snap).pending] == ["a-ns/out", "c-ns/in", "b-ns/late"]
+    assert unadmitted_shown(snap, limit) == namespaces
