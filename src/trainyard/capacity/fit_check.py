@@ -55,6 +55,12 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
     topology = f", networkTopology {gang.topology}" if gang.topology else ""
     gang_line = (f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, "
                  f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}")
+    # the dry-run creates go out now, together, while the lists are read; their answers are taken in order below
+    group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
+    volcano_group = group if group is not None and group.get("apiVersion") == live.PODGROUPS.api_version else None
+    trainjob_create = live.Background(live.dry_run_create, api, trainjob, live.TRAINJOBS)
+    group_create = live.Background(live.dry_run_create, api, volcano_group, live.PODGROUPS) if volcano_group else None
+    job_creates = [(job, live.Background(live.dry_run_create, api, job, live.JOBS)) for job in jobs_of(objects)]
     snap = snapshot.result()
     reads = LiveReads(api, snap, default_run_s, priorities)
     never = check_quota(gang, snap.quotas)
@@ -64,17 +70,16 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
             nodes, queues = capacity_of(snap)
             told += explanation(reads, gang, nodes, queues, never, framework_of(runtime))
         return told, exit_code(never)
-    refusal = live.dry_run_create(api, trainjob, live.TRAINJOBS)
+    refusal = trainjob_create.result()
     if refusal:
         return lines + [f"refused: the API server: {refusal}"], EXIT_REFUSED
     lines.append("ok: admitted (trainyard admission; server-side dry-run create: RBAC, webhooks, quota on TrainJobs)")
-    group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
-    if group is not None and group.get("apiVersion") == live.PODGROUPS.api_version:
-        refusal = live.dry_run_create(api, group, live.PODGROUPS)
+    if group_create is not None:
+        refusal = group_create.result()
         if refusal and "cannot create resource" not in refusal:  # RBAC: only the controller creates PodGroups
             return lines + [f"refused: its PodGroup: {refusal}"], EXIT_REFUSED
-    for job in jobs_of(objects):  # the API server admits the TrainJob and JobSet; a Job's pod template it checks
-        refusal = live.dry_run_create(api, job, live.JOBS)  # only when the JobSet controller creates it
+    for job, job_create in job_creates:  # the API server admits the TrainJob and JobSet; a Job's pod template it
+        refusal = job_create.result()    # checks only when the JobSet controller creates it
         if refusal and "cannot create resource" not in refusal:  # RBAC: a user need not create Jobs
             return lines + [f"refused: the JobSet controller could not create its Job {job['metadata']['name']}: "
                             f"{refusal}{job_refusal_hint(refusal)}"], EXIT_REFUSED
