@@ -278,6 +278,11 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
         gpu_quota = next(q for q in data["quotas"] if q["namespace"] == tenant.ns and q["resource"] == f"requests.{GPU}")
         assert (gpu_quota["hard"], gpu_quota["used"]) == (64, 8)  # the running pod (no pod of a gang not admitted)
         assert "GPUs by rack" in result.stdout and "queue resource quota insufficient" in result.stdout
+        # the text alone (no --out, no --all) reads the enqueue Events of the shown gangs' namespaces only: the same why
+        text = trainyard(cluster, "report")
+        assert text.returncode == 0, text.stderr
+        assert f"{tenant.ns}/waiting" in text.stdout, text.stdout
+        assert "queue resource quota insufficient" in " ".join(text.stdout.replace("│", " ").split()), text.stdout
         page = (tmp_path / "report" / "index.html").read_text()
         assert all((tmp_path / "report" / png).stat().st_size > 0 and png in page
                    for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"))

@@ -39,8 +39,27 @@ def terminal(cluster, name: str) -> dict | None:
 
 
 def finished(cluster, name: str, timeout: float) -> dict:
-    """The TrainJob's terminal condition once it has one."""
-    return wait_for(lambda: terminal(cluster, name), timeout, f"TrainJob {name} to finish", 2)
+    """The TrainJob's terminal condition once it has one; on timeout, what the cluster shows of it."""
+    condition = wait_for(lambda: terminal(cluster, name), timeout, f"TrainJob {name} to finish", 2, error=None)
+    assert condition, f"TrainJob {name} did not finish in {timeout:.0f} s:\n{where_it_stands(cluster, name)}"
+    return condition
+
+
+def where_it_stands(cluster, name: str) -> str:
+    """The TrainJob's conditions, its PodGroup's phase and conditions, its pods' phases, nodes and container states,
+    and the namespace's last events: what a timeout in CI must leave behind to be understood."""
+    trainjob = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
+    group = cluster.get("podgroups.scheduling.volcano.sh", name, "team-a") or {}
+    lines = [f"trainjob conditions: {json.dumps((trainjob.get('status') or {}).get('conditions'))}",
+             f"podgroup: {json.dumps(group.get('status'))}"]
+    for pod in pods_of(cluster, name):
+        status = pod.get("status") or {}
+        lines.append(f"pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}: {status.get('phase')} "
+                     f"{json.dumps([c.get('state') for c in status.get('containerStatuses') or []])}")
+    events = sorted(cluster.items("events", "-n", "team-a"), key=lambda e: e.get("lastTimestamp") or "")[-25:]
+    lines += [f"event {e.get('lastTimestamp')} {e['involvedObject'].get('kind')}/{e['involvedObject'].get('name')} "
+              f"{e.get('reason')}: {e.get('message')}" for e in events]
+    return "\n".join(lines)
 
 
 def pods_of(cluster, name: str) -> list[dict]:

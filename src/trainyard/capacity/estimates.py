@@ -29,6 +29,11 @@ MOST_PENDING = 2000
 at 6,400 waiting gangs on 1,000 nodes fit's one estimate took 11 s of CPU)."""
 
 
+def waiting_count(pod_groups: Iterable[dict]) -> int:
+    """How many gangs wait (`pending_gangs` without building them): what decides whether to estimate at all."""
+    return len(waiting_groups(pod_groups))
+
+
 def too_many_to_estimate(waiting: int) -> str | None:
     """Why no estimate is given for a cluster where `waiting` gangs wait; None when one is."""
     if waiting <= MOST_PENDING:

@@ -170,7 +170,7 @@ def start_estimate(reads: LiveReads, gang) -> str:
     """`estimate: starts in about 12 min, position 3 in queue team-a`, the gang behind every gang waiting now."""
     from trainyard.whatif.estimate import phrase
 
-    skipped = estimates.too_many_to_estimate(len(estimates.pending_gangs(reads.snap.pod_groups, {})))
+    skipped = estimates.too_many_to_estimate(estimates.waiting_count(reads.snap.pod_groups))
     if skipped:  # decided before listing every TrainJob, as report does
         return f"estimate: {skipped}"
     extra = reads.extra_gang(gang, gang.priority_class)

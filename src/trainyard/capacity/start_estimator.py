@@ -116,7 +116,7 @@ class StartEstimator(Loop):
             self.written.clear()  # another replica writes them; start afresh if this one leads again
             return 0
         snap = live.snapshot(self.api, podgroup_events=False, stalls=False)  # the estimates read no Event
-        waiting = len(estimates.pending_gangs(snap.pod_groups, {}))
+        waiting = estimates.waiting_count(snap.pod_groups)
         if not waiting:
             self.written.clear()
             return 0

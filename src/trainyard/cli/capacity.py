@@ -87,12 +87,18 @@ def report_command(
     """Capacity and queue report of a live platform: GPUs by node and rack, queues, pending gangs, tenant quotas;
     with --since, the GPU usage of each tenant over that window."""
     from trainyard.capacity import live
-    from trainyard.capacity.report import TEXT_ROWS, build_report, render_text, unadmitted_shown
 
     every_row = all_rows or out is not None
     try:
         api = live.connect(kubeconfig)
-        snap = live.snapshot(api, podgroup_events=every_row)
+        reading = live.Background(live.snapshot, api, podgroup_events=every_row)
+        # what the report then needs is imported while the lists are read (a second of CPU on a busy machine)
+        import rich.table  # noqa: F401 - the tables' renderer
+
+        from trainyard.capacity import estimates  # noqa: F401 - the start estimates' count
+        from trainyard.capacity.report import TEXT_ROWS, build_report, render_text, unadmitted_shown
+
+        snap = reading.result()
         if not every_row:  # why the shown gangs wait: their namespaces' Events, not every Event of the cluster
             snap.events = live.events_in(api, unadmitted_shown(snap, TEXT_ROWS))
         words = start_estimates(api, snap, default_run)
@@ -132,7 +138,7 @@ def start_estimates(api, snap, default_run_s: float) -> dict[str, str] | None:
     from trainyard.capacity.live import estimate_inputs
     from trainyard.whatif.estimate import phrase
 
-    if not 0 < len(estimates.pending_gangs(snap.pod_groups, {})) <= estimates.MOST_PENDING:
+    if not 0 < estimates.waiting_count(snap.pod_groups) <= estimates.MOST_PENDING:
         return None  # decided before listing every TrainJob: at 10,000 of them that list alone takes seconds
     return {key: phrase(found) for key, found in estimates.estimates(estimate_inputs(api, snap, default_run_s)).items()}
 

@@ -104,8 +104,8 @@ def _free(state: _State, node: ModelNode) -> int:
     return node.gpus - state.used[node.name]
 
 
-def _domain_used(state: _State, members: Sequence[ModelNode]) -> tuple[int, int]:
-    return sum(state.used[n.name] for n in members), sum(n.gpus for n in members)
+def _used_in(state: _State, members: Sequence[ModelNode]) -> int:
+    return sum(state.used[n.name] for n in members)
 
 
 class _Topology:
@@ -129,8 +129,8 @@ class _DomainsUsed:
 
     @classmethod
     def of(cls, state: _State, topo: _Topology, candidates: Sequence[ModelNode]) -> "_DomainsUsed":
-        racks = {rack: _domain_used(state, topo.racks[rack])[0] for rack in {n.rack for n in candidates}}
-        spines = {spine: _domain_used(state, topo.spines[spine])[0] for spine in {n.spine for n in candidates}}
+        racks = {rack: _used_in(state, topo.racks[rack]) for rack in {n.rack for n in candidates}}
+        spines = {spine: _used_in(state, topo.spines[spine]) for spine in {n.spine for n in candidates}}
         return cls(racks, spines)
 
 
@@ -167,15 +167,15 @@ def _place(state: _State, topo: _Topology, job: TraceJob, rng: random.Random) ->
     """Where the job's pods go now, or None (nothing is filled then)."""
     if job.tier is None:
         return _place_pods(state, topo, state.nodes, job.pods, job.gpus_per_pod, job.name, rng)
-    gradients = [topo.racks] if job.tier == RACK_TIER else [topo.racks, topo.spines] if job.tier == SPINE_TIER else []
-    for domains in gradients:
+    gradients = [(topo.racks, topo.rack_gpus)] if job.tier == RACK_TIER else \
+        [(topo.racks, topo.rack_gpus), (topo.spines, topo.spine_gpus)] if job.tier == SPINE_TIER else []
+    for domains, totals in gradients:
         solutions = []
         for name, members in sorted(domains.items()):
             chosen = _place_pods(state, topo, members, job.pods, job.gpus_per_pod, job.name, rng)
             if chosen is None:
                 continue
-            used, total = _domain_used(state, members)
-            solutions.append((used / total, name, chosen))
+            solutions.append((_used_in(state, members) / totals[name], name, chosen))
             for node in chosen:
                 state.used[node] -= job.gpus_per_pod
         if solutions:

@@ -15,7 +15,7 @@ from trainyard import k8s as K
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
-from trainyard.usage.stalls import REASON, Seen, judge, last_log_time
+from trainyard.usage.stalls import REASON, Seen, can_be_stalled, judge, last_log_time
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,6 @@ def gpu_pods_by_trainjob(pods: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def judged(trainjob: dict, after_log_s: float) -> bool:
-    """Whether `stalls.judge` can find the TrainJob stalled: it reports trainerStatus, or its logs are read."""
-    return after_log_s > 0 or bool((trainjob.get("status") or {}).get("trainerStatus"))
-
-
 class StallWatcher(Loop):
     def __init__(self, api: ApiServer, after_s: float, action: str = "none", period: float = 60.0,
                  after_log_s: float = 0.0, leading: Callable[[], bool] = lambda: True,
@@ -57,7 +52,8 @@ class StallWatcher(Loop):
             self.seen.clear()
             return []
         # TrainJobs from the controller's store; pods only when some TrainJob can be judged at all
-        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or [] if judged(tj, self.after_log_s)]
+        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or [] 
+                     if can_be_stalled(tj, self.after_s, self.after_log_s)]
         running = self.api.list(PODS, label_selector=JOBSET_NAME, field_selector="status.phase=Running") \
             if trainjobs else {}
         holding = gpu_pods_by_trainjob(running.get("items") or [])

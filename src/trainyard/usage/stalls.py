@@ -48,6 +48,15 @@ def _at(epoch_s: float) -> str:
     return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%H:%M:%S UTC")
 
 
+def can_be_stalled(trainjob: dict, after_s: float, after_log_s: float = 0.0) -> bool:
+    """Whether `judge` can ever find the TrainJob stalled, whatever it holds: by a dated trainerStatus report when
+    those are judged (`after_s`), else by its log when logs are read (`after_log_s`). The watcher reads pods and
+    logs only for these."""
+    if trainer_progress(trainjob)[1] is None:
+        return after_log_s > 0
+    return after_s > 0
+
+
 def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float, after_s: float,
           last_log_s: float | None = None, after_log_s: float = 0.0) -> tuple[Seen | None, Stall | None]:
     """(what to remember, the stall if the TrainJob is stalled now)."""

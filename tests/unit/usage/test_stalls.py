@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.usage.stall_watcher import gpu_pods_by_trainjob, judged
-from trainyard.usage.stalls import Seen, judge, last_log_time
+from trainyard.usage.stall_watcher import gpu_pods_by_trainjob
+from trainyard.usage.stalls import Seen, can_be_stalled, judge, last_log_time
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 AFTER = 600.0
@@ -94,14 +94,19 @@ def test_logs_alone_can_be_judged_and_trainer_status_alone():
     assert judge(trainjob(40, T0 - 7000), True, None, T0, 0.0, None, 600.0) == (None, None)
 
 
-@pytest.mark.parametrize("status, after_log_s, expected", [
-    (None, 0.0, False),  # no report and logs not read: judge never finds it stalled, so its pods are not read
-    (None, 600.0, True),
-    ({"trainerStatus": {"progressPercentage": 3}}, 0.0, True),
-    ({"conditions": []}, 0.0, False),
+@pytest.mark.parametrize("status, after_s, after_log_s, expected", [
+    (None, 60.0, 0.0, False),  # no report and logs not read: judge never finds it stalled, so its pods are not read
+    (None, 60.0, 600.0, True),
+    ({"trainerStatus": {"progressPercentage": 3, "lastUpdatedTime": "2026-11-27T08:00:00Z"}}, 60.0, 0.0, True),
+    ({"trainerStatus": {"progressPercentage": 3, "lastUpdatedTime": "2026-11-27T08:00:00Z"}}, 0.0, 0.0, False),
+    ({"trainerStatus": {"progressPercentage": 3}}, 60.0, 0.0, False),  # undated: only its log could tell
+    ({"trainerStatus": {"progressPercentage": 3}}, 60.0, 600.0, True),
+    ({"conditions": []}, 60.0, 0.0, False),
 ])
-def test_only_trainjobs_that_can_be_found_stalled_are_looked_at(status, after_log_s, expected):
+def test_only_trainjobs_that_can_be_found_stalled_are_looked_at(status, after_s, after_log_s, expected):
     trainjob = {"metadata": {"name": "tj", "namespace": "ns"}, **({"status": status} if status else {})}
-    assert judged(trainjob, after_log_s) is expected
-    if not expected:  # agrees with judge: holding GPUs for a day changes nothing
-        assert judge(trainjob, True, None, T0, 60.0, None, after_log_s) == (None, None)
+    assert can_be_stalled(trainjob, after_s, after_log_s) is expected
+    if not expected:  # agrees with judge: holding GPUs for a day, its log silent as long, changes nothing
+        assert judge(trainjob, True, None, T0, after_s, T0 - 86400, after_log_s) == (None, None)
+    else:
+        assert judge(trainjob, True, None, T0, after_s, T0 - 86400, after_log_s)[1] is not None
