@@ -361,10 +361,13 @@ def test_report_and_fit_read_no_finished_podgroup(cluster, topology_runtime, idl
     from trainyard.controller.runtime.apiserver import ApiServer
 
     ns = cluster.namespace("finished")
-    quick = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {
-        "pod-complete.stage.kwok.x-k8s.io/delay": "1s"}}}]
-    create(cluster, new_trainjob("done", topology_runtime, namespace=ns, nodes=1, podTemplateOverrides=quick))
-    create(cluster, new_trainjob("busy", topology_runtime, namespace=ns, nodes=1))
+
+    def lasting(seconds: int) -> list[dict]:  # kwok completes the pods after this long
+        return [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {
+            "pod-complete.stage.kwok.x-k8s.io/delay": f"{seconds}s"}}}]
+
+    create(cluster, new_trainjob("done", topology_runtime, namespace=ns, nodes=1, podTemplateOverrides=lasting(1)))
+    create(cluster, new_trainjob("busy", topology_runtime, namespace=ns, nodes=1, podTemplateOverrides=lasting(600)))
     phase = lambda name: ((podgroup(cluster, name, ns) or {}).get("status") or {}).get("phase")  # noqa: E731
     cluster.wait(lambda: phase("done") == "Completed" and phase("busy") == "Running", timeout=120,
                  what="one PodGroup Completed, the other Running")

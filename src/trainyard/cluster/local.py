@@ -18,6 +18,7 @@ from trainyard import k8s as K
 from trainyard.cluster import certs, spec as cluster_spec
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.platform import upstream
 from trainyard.cluster import trainer_controllers
 from trainyard.cluster.state import (REQUIRED_TOOLS, ClusterError, ClusterPaths, is_running, kubectl, kwok_env,  # noqa: F401
                                      read_state, run_logged, tool_binaries)
@@ -58,7 +59,8 @@ def user_kubeconfig(name: str, user: str, groups: tuple[str, ...]) -> Path:
 
 
 def _upstream_manifests() -> dict[str, list[Path]]:
-    """CRDs and webhook manifests from the pinned jobset and volcano modules (checked by go.sum)."""
+    """CRDs and webhook manifests from the pinned jobset and volcano modules (checked by go.sum); Volcano's CRDs
+    are read from its module's directory by `upstream.volcano_crds`."""
     from trainyard.toolchain.modules import module_dir
 
     jobset_dir = module_dir(tool("jobset"), "sigs.k8s.io/jobset")
@@ -66,7 +68,7 @@ def _upstream_manifests() -> dict[str, list[Path]]:
     return {
         "jobset-crds": sorted((jobset_dir / "config/components/crd/bases").glob("*.yaml")),
         "jobset-webhooks": [jobset_dir / "config/components/webhook/manifests.yaml"],
-        "volcano-crds": sorted((volcano_dir / "config/crd/volcano/bases").glob("*.yaml")),
+        "volcano-dir": [volcano_dir],
     }
 
 
@@ -161,9 +163,11 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
 
     manifests = _upstream_manifests()
     echo("installing JobSet and Volcano CRDs from the pinned modules")
-    for key in ("jobset-crds", "volcano-crds"):
-        for path in manifests[key]:
-            kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    for path in manifests["jobset-crds"]:
+        kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    # Volcano's as the platform program installs them (the PodGroup phase selectable: `upstream.with_selectable_phase`)
+    kc("apply", "--server-side", "--force-conflicts", "-f", "-",
+       input_text=yaml.safe_dump_all(upstream.volcano_crds(manifests["volcano-dir"][0])))
     kc("wait", "--for=condition=Established", "--timeout=60s", f"crd/{K.resource_name(K.JOBSETS, K.JOBSET_GROUP)}",
        f"crd/{K.resource_name(K.QUEUES, K.VOLCANO_GROUP)}", f"crd/{K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP)}",
        f"crd/{K.resource_name('hypernodes', K.VOLCANO_TOPOLOGY_GROUP)}")
