@@ -146,15 +146,15 @@ def fit_reads(trainjob: dict) -> list[tuple[Resource, str, str | None]]:
     return [(RESOURCES[kind], name, ns) for kind, name, ns in wanted if kind in RESOURCES and isinstance(name, str)]
 
 
-T = TypeVar("T")
-
-
 def events_in(api: ApiServer, namespaces: Iterable[str], field_selector: str = PODGROUP_VERDICTS) -> list[dict]:
     """The Events matching `field_selector` in each of `namespaces` (read together): a namespaced list reads only
     that namespace's Events from etcd, where a cluster-wide one reads them all."""
     started = [Background(list_items, api, EVENTS, ns, field_selector=field_selector, optional=True)
                for ns in sorted(set(namespaces))]
     return [event for call in started for event in call.result()]
+
+
+T = TypeVar("T")
 
 
 class Background(Generic[T]):
