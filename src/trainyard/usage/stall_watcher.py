@@ -52,7 +52,7 @@ class StallWatcher(Loop):
             self.seen.clear()
             return []
         # TrainJobs from the controller's store; pods only when some TrainJob can be judged at all
-        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or [] 
+        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or []
                      if can_be_stalled(tj, self.after_s, self.after_log_s)]
         running = self.api.list(PODS, label_selector=JOBSET_NAME, field_selector="status.phase=Running") \
             if trainjobs else {}
