@@ -106,14 +106,13 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
 class LiveReads:
     """What fit reads beyond its snapshot, each at most once: PriorityClass values, the estimate model's inputs."""
 
-    def __init__(self, api, snap: live.Snapshot, default_run_s: float,
-                 priorities: live.Background[dict[str, int]] | None = None):
+    def __init__(self, api, snap: live.Snapshot, default_run_s: float, priorities: live.Background[dict[str, int]]):
         self.api, self.snap, self.default_run_s = api, snap, default_run_s
-        self._priorities = priorities
+        self._priorities = priorities  # read since fit began
 
     @cached_property
     def priorities(self) -> dict[str, int]:
-        return self._priorities.result() if self._priorities is not None else live.priority_values(self.api)
+        return self._priorities.result()
 
     @cached_property
     def estimate_inputs(self) -> estimates.EstimateInputs:

@@ -59,16 +59,14 @@ def user_kubeconfig(name: str, user: str, groups: tuple[str, ...]) -> Path:
 
 
 def _upstream_manifests() -> dict[str, list[Path]]:
-    """CRDs and webhook manifests from the pinned jobset and volcano modules (checked by go.sum); Volcano's CRDs
-    are read from its module's directory by `upstream.volcano_crds`."""
+    """JobSet's CRDs and webhook manifests from its pinned module (checked by go.sum); Volcano's CRDs come from
+    `upstream.volcano_crds`, as the platform program installs them."""
     from trainyard.toolchain.modules import module_dir
 
     jobset_dir = module_dir(tool("jobset"), "sigs.k8s.io/jobset")
-    volcano_dir = module_dir(tool("volcano"), "volcano.sh/volcano")
     return {
         "jobset-crds": sorted((jobset_dir / "config/components/crd/bases").glob("*.yaml")),
         "jobset-webhooks": [jobset_dir / "config/components/webhook/manifests.yaml"],
-        "volcano-dir": [volcano_dir],
     }
 
 
@@ -167,7 +165,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
         kc("apply", "--server-side", "--force-conflicts", "-f", str(path))
     # Volcano's as the platform program installs them (the PodGroup phase selectable: `upstream.with_selectable_phase`)
     kc("apply", "--server-side", "--force-conflicts", "-f", "-",
-       input_text=yaml.safe_dump_all(upstream.volcano_crds(manifests["volcano-dir"][0])))
+       input_text=yaml.safe_dump_all(upstream.volcano_crds()))
     kc("wait", "--for=condition=Established", "--timeout=60s", f"crd/{K.resource_name(K.JOBSETS, K.JOBSET_GROUP)}",
        f"crd/{K.resource_name(K.QUEUES, K.VOLCANO_GROUP)}", f"crd/{K.resource_name(K.PODGROUPS, K.VOLCANO_GROUP)}",
        f"crd/{K.resource_name('hypernodes', K.VOLCANO_TOPOLOGY_GROUP)}")
