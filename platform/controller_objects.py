@@ -60,9 +60,11 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
         rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})
     if spec.stalled_log_after_minutes:  # the stall watch reads a stalled job's last log line
         rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
-    if spec.prometheus_url:  # the budget loop records each budget's status and closes or opens the tenant's queue
-        rules += [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]},
-                  {"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]}]
+    if spec.prometheus_url or spec.stalled_after_minutes or spec.stalled_log_after_minutes:
+        # the budget loop records each budget's status, the stall loop the namespace's stalled TrainJobs
+        rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]})
+    if spec.prometheus_url:  # the budget loop closes or opens the tenant's queue
+        rules.append({"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]})
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, spec.namespace)},
         {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": rules},

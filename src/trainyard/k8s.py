@@ -99,6 +99,8 @@ NAMESPACE_BUDGET_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget"
 """A tenant's GPU-hour budget as the platform renders it (JSON: gpuHours, period, action, demoteTo)."""
 NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"
 """What the controller last found of the budget (JSON: period, gpuHours spent, state, since, action applied)."""
+NAMESPACE_STALLED_ANNOTATION = f"{TRAINYARD_DOMAIN}/stalled-trainjobs"
+"""The namespace's TrainJobs the controller's stall loop finds stalled now (JSON list, `tenant_policy`)."""
 PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
 RESERVATION_TAINT = f"{TRAINYARD_DOMAIN}/reserved-for"  # NoSchedule on nodes held for a waiting gang; value = the gang
 RECLAIMED_FOR_ANNOTATION = f"{TRAINYARD_DOMAIN}/reclaimed-for"  # on a TrainJob suspended to make room: "<ns>/<gang> <epoch s>"

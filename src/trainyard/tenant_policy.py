@@ -1,6 +1,7 @@
 """Tenant policy the stack sets and the controller applies: a tenant namespace's budget (annotation
 `trainyard.dev/budget`, rendered from the stack), what the controller's budget loop (`trainyard.usage.budgets`) last
-found of it (`trainyard.dev/budget-status`), both JSON, and the actions a stack may choose for budgets and stalled
+found of it (`trainyard.dev/budget-status`), the TrainJobs its stall loop found stalled
+(`trainyard.dev/stalled-trainjobs`), all JSON, and the actions a stack may choose for budgets and stalled
 TrainJobs. Ground level: the stack's validation, the controller core, the capacity report and the usage commands
 all read them."""
 
@@ -82,3 +83,40 @@ def demotion(status_annotation: str | None) -> tuple[str, dt.datetime] | None:
         return status.demote_to, parse_time(status.since)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class StalledTrainJob:
+    """One entry of the annotation `trainyard.dev/stalled-trainjobs`: a TrainJob of the namespace the stall loop
+    found holding GPUs with its progress stopped. It is the report's list (a Namespace list is served from the API
+    server's cache; the loop's Events are not) and the loop's memory across a restart or a new leader."""
+
+    trainjob: str
+    uid: str
+    why: str
+    since: float
+    """When progress stopped (epoch seconds)."""
+    flagged: str
+    """When the loop first found this stall (RFC 3339)."""
+    percentage: int | None = None
+    """The progress it stopped at, when the trainer reports one."""
+    suspended: bool = False
+    """Suspended while stalled (by the platform's `stalledAction: suspend`, or by hand): kept while it stays so."""
+
+
+def stalled_to_annotation(entries: list[StalledTrainJob]) -> str:
+    return json.dumps([{k: v for k, v in asdict(entry).items() if v is not None and v is not False}
+                       for entry in sorted(entries, key=lambda e: e.trainjob)], sort_keys=True)
+
+
+def stalled_from_annotation(text: str | None) -> list[StalledTrainJob]:
+    """The namespace's stalled TrainJobs; [] when absent or unreadable (only the controller writes it)."""
+    try:
+        data = json.loads(text) if text else []
+        return [StalledTrainJob(trainjob=str(item["trainjob"]), uid=str(item["uid"]), why=str(item["why"]),
+                                since=float(item["since"]), flagged=str(item["flagged"]),
+                                percentage=item["percentage"] if isinstance(item.get("percentage"), int) else None,
+                                suspended=item.get("suspended") is True)
+                for item in data] if isinstance(data, list) else []
+    except (ValueError, KeyError, TypeError):
+        return []

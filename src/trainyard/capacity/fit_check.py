@@ -35,7 +35,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
     # the cluster-wide lists take the longest (seconds at 1,000 nodes): they go out first, while the checks
     # before the placement (admission, runtime, build, dry-run creates) ask their own questions
     # (no Events: fit names no other gang's reason)
-    snapshot = live.Background(live.snapshot, api, ns, podgroup_events=False, stalls=False)
+    snapshot = live.Background(live.snapshot, api, ns, podgroup_events=False)
     priorities = live.Background(live.priority_values, api)
     lines = [f"TrainJob {display_name(trainjob)}"]
     errors, warnings = live.admission(api, trainjob, quotas=False)

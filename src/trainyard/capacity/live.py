@@ -44,9 +44,7 @@ class Snapshot:
     events: list[dict] = field(default_factory=list)
     """Events of PodGroups (Volcano's enqueue verdicts)."""
     namespaces: list[dict] = field(default_factory=list)
-    """Tenant namespaces' budgets and budget status (their annotations)."""
-    stalls: list[dict] = field(default_factory=list)
-    """The controller's `TrainJobStalled` Events (the last hour's: the API server's Event TTL)."""
+    """Tenant namespaces' budgets, budget status and stalled TrainJobs (their annotations)."""
 
 
 def list_items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
@@ -70,14 +68,13 @@ BOUND_PODS = f"spec.nodeName!=,{ACTIVE_PODS}"
 
 
 def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = False,
-             podgroup_events: bool = True, stalls: bool = True) -> Snapshot:
+             podgroup_events: bool = True) -> Snapshot:
     """Everything cluster-wide (capacity is shared); quotas of `namespace` only when given. The lists go out
     together: at 1,000 nodes and 10,000 PodGroups each waits mostly on the API server. Pods: the bound ones
     (what capacity is made of), and the pending ones too only when `unbound_pods` (the loops that give a gang's
     pods a toleration): a backlog of 20,000 pending pods is a 28 MB list the report never needs. Events are read
     from etcd, never from the API server's cache (see `events_in`): without `podgroup_events` the caller reads the
-    ones it needs itself, without `stalls` the controller's stall Events are left out (only the report shows
-    them)."""
+    ones it needs itself. The stalled TrainJobs come with the Namespaces (the stall loop records them there)."""
     lists = {
         "nodes": (NODES, None, None, False),
         "pods": (PODS, None, ACTIVE_PODS if unbound_pods else BOUND_PODS, False),
@@ -86,7 +83,6 @@ def snapshot(api: ApiServer, namespace: str | None = None, unbound_pods: bool = 
         "hypernodes": (HYPERNODES, None, None, True),
         **({"events": (EVENTS, None, PODGROUP_VERDICTS, True)} if podgroup_events else {}),
         "namespaces": (NAMESPACES, None, None, True),
-        **({"stalls": (EVENTS, None, "involvedObject.kind=TrainJob,reason=TrainJobStalled", True)} if stalls else {}),
     }
     started = {field_name: Background(list_items, api, resource, ns, field_selector=selector, optional=optional)
                for field_name, (resource, ns, selector, optional) in lists.items()}
@@ -338,7 +334,7 @@ class ClusterView:
 
 
 def cluster_view(api: ApiServer) -> ClusterView:
-    snap = snapshot(api, unbound_pods=True, podgroup_events=False, stalls=False)
+    snap = snapshot(api, unbound_pods=True, podgroup_events=False)
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
     uses = queue_uses(snap.queues, snap.pod_groups, snap.pods)
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes), Fraction(0)))

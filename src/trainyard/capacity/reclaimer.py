@@ -104,7 +104,7 @@ class Reclaimer(Loop):
         """Stop, resume every TrainJob this loop (or an earlier one) suspended, and remove its holds."""
         self.halt()
         if self.holds:
-            hold(self.api, live.snapshot(self.api, podgroup_events=False, stalls=False).nodes, None)
+            hold(self.api, live.snapshot(self.api, podgroup_events=False).nodes, None)
         for trainjob in live.list_items(self.api, live.TRAINJOBS):
             if K.RECLAIMED_FOR_ANNOTATION in (trainjob["metadata"].get("annotations") or {}):
                 self._set(_key(trainjob), suspend=False, note=None)

@@ -13,8 +13,9 @@ Definitions:
 - pending gangs: PodGroups not running, with why (their Unschedulable condition, or Volcano's enqueue
   event for gangs still outside their queue).
 - tenant quota: every ResourceQuota's hard and used (status), per resource.
-- stalled: TrainJobs the controller found holding GPUs while their progress had stopped (its `TrainJobStalled`
-  Events of the last hour), the newest first.
+- stalled: TrainJobs the controller's stall loop finds holding GPUs while their progress has stopped (recorded on
+  their namespace, `trainyard.dev/stalled-trainjobs`; also a `TrainJobStalled` Event on each), the longest stalled
+  first: when progress stopped, and when the loop first found it.
 - budgets: each namespace with a GPU-hour budget, as the controller's budget loop last found it (its
   `trainyard.dev/budget-status`): spent this period, percent, state (ok, warning from 80 %, exhausted from
   100 %), since when, the action applied and the date it runs out at the period's pace.
@@ -22,12 +23,15 @@ Definitions:
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Mapping
 
-from trainyard.tenant_policy import Budget, BudgetStatus
-from trainyard.k8s import NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, format_quantity
+from trainyard.k8s import (NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, NAMESPACE_STALLED_ANNOTATION,
+                           format_quantity)
+from trainyard.tenant_policy import Budget, BudgetStatus, stalled_from_annotation
+from trainyard.timestamps import format_time
 
 from .live import Snapshot
 from .model import (FULL_POD_GPUS, GPU, QueueUse, number, nodes_from, queue_uses, resources, waiting_reasons,
@@ -102,7 +106,7 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
                                   "resource": key, "used": show(now), "hard": show(limit),
                                   "percent": round(float(now / limit * 100), 1) if limit else 0.0})
     report.budgets = budget_rows(snap.namespaces)
-    report.stalled = stalled_rows(snap.stalls)
+    report.stalled = stalled_rows(snap.namespaces)
     return report
 
 
@@ -121,16 +125,16 @@ def unadmitted_shown(snap: Snapshot, limit: int | None) -> set[str]:
     return {pg.split("/", 1)[0] for _, pg, phase, _ in rows[:limit] if phase == "Pending"}
 
 
-def stalled_rows(events: list[dict]) -> list[dict]:
-    """One row per stalled TrainJob: its newest `TrainJobStalled` Event's words and time."""
-    newest: dict[tuple[str, str], dict] = {}
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        key = (involved.get("namespace") or "", involved.get("name") or "")
-        when = event.get("lastTimestamp") or event.get("eventTime") or ""
-        if key not in newest or when > newest[key]["seen"]:
-            newest[key] = {"namespace": key[0], "trainjob": key[1], "why": event.get("message", ""), "seen": when}
-    return sorted(newest.values(), key=lambda row: row["seen"], reverse=True)
+def stalled_rows(namespaces: list[dict]) -> list[dict]:
+    """One row per stalled TrainJob as the controller's stall loop last recorded it on its namespace, the longest
+    stalled first."""
+    rows = [{"namespace": namespace["metadata"]["name"], "trainjob": entry.trainjob,
+             "why": entry.why + ("; suspended (spec.suspend: false resumes it)" if entry.suspended else ""),
+             "stopped": format_time(dt.datetime.fromtimestamp(entry.since, dt.timezone.utc)), "seen": entry.flagged}
+            for namespace in namespaces
+            for entry in stalled_from_annotation(
+                (namespace["metadata"].get("annotations") or {}).get(NAMESPACE_STALLED_ANNOTATION))]
+    return sorted(rows, key=lambda row: (row["stopped"], row["namespace"], row["trainjob"]))
 
 
 def budget_rows(namespaces: list[dict]) -> list[dict]:
@@ -209,7 +213,7 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
                                                              "percent"], limit, "quota rows"))
     if report.stalled:
         parts.append(_table("Stalled TrainJobs (holding GPUs, progress stopped)", report.stalled,
-                            ["namespace", "trainjob", "why", "seen"], limit, "stalled TrainJobs"))
+                            ["namespace", "trainjob", "why", "stopped", "seen"], limit, "stalled TrainJobs"))
     if report.budgets:
         parts.append(_table("Tenant budgets (GPU-hours)", report.budgets, ["namespace", "budget", "period", "spent",
                                                                           "percent", "state", "since", "action",

@@ -64,6 +64,6 @@ class Reserver(Loop):
     def finish(self) -> list[tuple[float, Reservation | None]]:
         """Stop, and remove every reservation taint."""
         self.halt()
-        hold(self.api, live.snapshot(self.api, podgroup_events=False, stalls=False).nodes, None)
+        hold(self.api, live.snapshot(self.api, podgroup_events=False).nodes, None)
         self.current = None
         return self.history

@@ -115,7 +115,7 @@ class StartEstimator(Loop):
         if not self.leading():
             self.written.clear()  # another replica writes them; start afresh if this one leads again
             return 0
-        snap = live.snapshot(self.api, podgroup_events=False, stalls=False)  # the estimates read no Event
+        snap = live.snapshot(self.api, podgroup_events=False)  # the estimates read no Event
         waiting = estimates.waiting_count(snap.pod_groups)
         if not waiting:
             self.written.clear()

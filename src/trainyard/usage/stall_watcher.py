@@ -2,10 +2,12 @@
 leads, each TrainJob whose pods hold GPUs is judged on its trainerStatus (or its first pod's last log line); a
 stalled one gets a Warning Event `TrainJobStalled` (once per stall: the Event's name carries when progress stopped)
 and, with the action `suspend`, `spec.suspend: true`, which gives its GPUs back (its JobSet is suspended, its pods
-deleted; resuming it starts them again)."""
+deleted; resuming it starts them again). What it finds is recorded on each namespace (`trainyard.dev/stalled-trainjobs`,
+written only when it changes): `report` lists it from there, and a restarted loop or a new leader starts from it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections import defaultdict
@@ -15,7 +17,10 @@ from trainyard import k8s as K
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
-from trainyard.usage.stalls import REASON, Seen, can_be_stalled, judge, last_log_time
+from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
+from trainyard.timestamps import format_time
+from trainyard.usage.stalls import (REASON, Found, Seen, Stall, can_be_stalled, changed_namespaces, judge,
+                                    last_log_time, remembered, stalled_now, trainer_progress)
 
 log = logging.getLogger(__name__)
 
@@ -51,29 +56,57 @@ class StallWatcher(Loop):
         if not self.leading():
             self.seen.clear()
             return []
-        # TrainJobs from the controller's store; pods only when some TrainJob can be judged at all
-        trainjobs = [tj for tj in self.api.list(RESOURCES["TrainJob"]).get("items") or []
-                     if can_be_stalled(tj, self.after_s, self.after_log_s)]
+        # TrainJobs and Namespaces from the controller's stores; pods only when some TrainJob can be judged at all
+        recorded = self.recorded()
+        kept_suspended = {entry.uid: entry for entries in recorded.values() for entry in entries if entry.suspended}
+        memory = {**remembered(recorded), **self.seen}
+        every = self.api.list(RESOURCES["TrainJob"]).get("items") or []
+        trainjobs = [tj for tj in every if can_be_stalled(tj, self.after_s, self.after_log_s)]
         running = self.api.list(PODS, label_selector=JOBSET_NAME, field_selector="status.phase=Running") \
             if trainjobs else {}
         holding = gpu_pods_by_trainjob(running.get("items") or [])
         now_s, stalled, seen = self.clock(), [], {}
+        found = [Found(tj["metadata"]["namespace"], tj["metadata"]["name"], tj["metadata"]["uid"],
+                        Stall(entry.since, entry.why), entry.percentage, suspended=True)
+                  for tj in every if (entry := kept_suspended.get(tj["metadata"]["uid"]))
+                  and (tj.get("spec") or {}).get("suspend")]
         for trainjob in trainjobs:
             meta = trainjob["metadata"]
             key = (meta["namespace"], meta["name"])
             pods = holding.get(key, [])
             last_log = self.last_log(pods) if pods and self.after_log_s > 0 and not (
                 trainjob.get("status") or {}).get("trainerStatus") else None
-            remembered, stall = judge(trainjob, bool(pods), self.seen.get(meta["uid"]), now_s, self.after_s,
-                                      last_log, self.after_log_s)
-            if remembered is not None:
-                seen[meta["uid"]] = remembered
+            remembers, stall = judge(trainjob, bool(pods), memory.get(meta["uid"]), now_s, self.after_s,
+                                     last_log, self.after_log_s)
+            if remembers is not None:
+                seen[meta["uid"]] = remembers
             if stall is None:
                 continue
-            stalled.append("/".join(key))
             self.flag(trainjob, stall.why, stall.since_s)
+            stalled.append("/".join(key))
+            found.append(Found(key[0], key[1], meta["uid"], stall, trainer_progress(trainjob)[0],
+                               suspended=self.action == "suspend" or bool((trainjob.get("spec") or {}).get("suspend"))))
         self.seen = seen
+        self.record(recorded, stalled_now(found, recorded, format_time(dt.datetime.fromtimestamp(now_s, dt.timezone.utc))))
         return stalled
+
+    def recorded(self) -> dict[str, list[StalledTrainJob]]:
+        """Each namespace's stalled TrainJobs as last recorded (by this loop, or the leader before it)."""
+        out = {}
+        for namespace in self.api.list(RESOURCES["Namespace"]).get("items") or []:
+            text = (namespace["metadata"].get("annotations") or {}).get(K.NAMESPACE_STALLED_ANNOTATION)
+            if text is not None:
+                out[namespace["metadata"]["name"]] = stalled_from_annotation(text)
+        return out
+
+    def record(self, recorded: dict[str, list[StalledTrainJob]], now: dict[str, list[StalledTrainJob]]) -> None:
+        for namespace, entries in sorted(changed_namespaces(recorded, now).items()):
+            value = stalled_to_annotation(entries) if entries else None
+            try:
+                self.api.merge_patch(RESOURCES["Namespace"], namespace,
+                                     {"metadata": {"annotations": {K.NAMESPACE_STALLED_ANNOTATION: value}}})
+            except ApiError as exc:  # a namespace being deleted: nothing left to report
+                log.warning("stalled TrainJobs of namespace %s not recorded: %s", namespace, exc)
 
     def flag(self, trainjob: dict, why: str, since_s: float) -> None:
         meta = trainjob["metadata"]

@@ -5,6 +5,10 @@ Progress is what the trainer reports with the TrainJobStatus feature (upstream's
 moved for `after_s` (a trainer that reports but makes no progress). Without trainerStatus, the last log line of
 the TrainJob's first pod stands in for a report (`after_log_s`, when configured). A TrainJob that holds no GPU (not
 started, suspended, finished) is never stalled, and its memory is dropped.
+
+What the loop finds is kept on each namespace (`trainyard.dev/stalled-trainjobs`, `tenant_policy.StalledTrainJob`):
+rewritten only when a stall starts, ends or moves (`stalled_now`, `changed_namespaces`), read back as the loop's
+memory when it starts or takes the lead (`remembered`), and listed by `report`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from trainyard.tenant_policy import StalledTrainJob
 from trainyard.timestamps import duration_words, parse_time
 
 REASON = "TrainJobStalled"
@@ -82,6 +87,49 @@ def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float,
         return seen, Stall(since_s, f"holds GPUs and its progress has stayed at {percentage} % for "
                                     f"{duration_words(now_s - since_s)} (since {_at(since_s)})")
     return seen, None
+
+
+def remembered(recorded: dict[str, list[StalledTrainJob]]) -> dict[str, Seen]:
+    """The memory a loop starts from (by TrainJob uid): each recorded stall's percentage and since when. Without it a
+    restarted loop would first see a stuck percentage as new and wait `after_s` again before flagging it."""
+    return {entry.uid: Seen(entry.percentage, entry.since) for entries in recorded.values() for entry in entries}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A stall the loop found this round, or a TrainJob it suspended that stays suspended."""
+
+    namespace: str
+    trainjob: str
+    uid: str
+    stall: Stall
+    percentage: int | None = None
+    suspended: bool = False
+
+
+def stalled_now(found: list[Found], recorded: dict[str, list[StalledTrainJob]],
+                now_iso: str) -> dict[str, list[StalledTrainJob]]:
+    """Each namespace's entries after this round; a stall already recorded keeps when it was first flagged."""
+    before = {(ns, entry.uid): entry for ns, entries in recorded.items() for entry in entries}
+    out: dict[str, list[StalledTrainJob]] = {}
+    for item in found:
+        previous = before.get((item.namespace, item.uid))
+        kept = previous is not None and previous.since == item.stall.since_s
+        out.setdefault(item.namespace, []).append(StalledTrainJob(
+            trainjob=item.trainjob, uid=item.uid, why=item.stall.why, since=item.stall.since_s,
+            flagged=previous.flagged if kept and previous else now_iso, percentage=item.percentage,
+            suspended=item.suspended))
+    return out
+
+
+def changed_namespaces(recorded: dict[str, list[StalledTrainJob]],
+                       now: dict[str, list[StalledTrainJob]]) -> dict[str, list[StalledTrainJob]]:
+    """The namespaces whose record must be rewritten ([]: removed): a stall started, ended, moved or was
+    suspended. The words alone ("for 32 min") changing do not count: one write per change, not per round."""
+    def key(entries: list[StalledTrainJob]) -> set:
+        return {(e.uid, e.since, e.percentage, e.suspended) for e in entries}
+    return {ns: now.get(ns, []) for ns in set(recorded) | set(now)
+            if key(recorded.get(ns, [])) != key(now.get(ns, []))}
 
 
 def last_log_time(log_tail: str) -> float | None:

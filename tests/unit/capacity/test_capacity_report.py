@@ -166,18 +166,24 @@ def test_budgets_show_what_the_controller_last_found_and_await_its_first_round()
     assert "Tenant budgets (GPU-hours)" in text and "closeQueue (applied)" in text
 
 
-def test_stalled_trainjobs_are_listed_from_the_controllers_events_newest_first():
+def test_stalled_trainjobs_are_listed_from_their_namespaces_record_longest_stalled_first():
     from trainyard.capacity.live import Snapshot
     from trainyard.capacity.report import build_report, render_text
+    from trainyard.k8s import NAMESPACE_STALLED_ANNOTATION
+    from trainyard.tenant_policy import StalledTrainJob, stalled_to_annotation
 
-    def event(name, when, message):
-        return {"involvedObject": {"kind": "TrainJob", "namespace": "team-a", "name": name}, "reason": "TrainJobStalled",
-                "message": message, "lastTimestamp": when}
+    def namespace(name, *entries):
+        annotations = {NAMESPACE_STALLED_ANNOTATION: stalled_to_annotation(list(entries))} if entries else {}
+        return {"metadata": {"name": name, "annotations": annotations}}
 
-    report = build_report(Snapshot(stalls=[event("a", "2027-01-15T08:00:00Z", "old words"),
-                                           event("a", "2027-01-15T08:05:00Z", "holds GPUs and ..."),
-                                           event("b", "2027-01-15T08:10:00Z", "stayed at 40 %")]))
-    assert [(r["trainjob"], r["why"]) for r in report.stalled] == [("b", "stayed at 40 %"), ("a", "holds GPUs and ...")]
+    report = build_report(Snapshot(namespaces=[
+        namespace("team-a", StalledTrainJob("a", "u1", "holds GPUs and ...", 1_800_000_300.0, "2027-01-15T08:35:00Z"),
+                  StalledTrainJob("b", "u2", "stayed at 40 %", 1_800_000_000.0, "2027-01-15T08:30:00Z", 40, True)),
+        namespace("team-b"),
+        {"metadata": {"name": "team-c", "annotations": {NAMESPACE_STALLED_ANNOTATION: "not json"}}}]))
+    assert [(r["trainjob"], r["why"], r["stopped"], r["seen"]) for r in report.stalled] == [
+        ("b", "stayed at 40 %; suspended (spec.suspend: false resumes it)", "2027-01-15T08:00:00Z", "2027-01-15T08:30:00Z"),
+        ("a", "holds GPUs and ...", "2027-01-15T08:05:00Z", "2027-01-15T08:35:00Z")]
     assert "Stalled TrainJobs" in render_text(report)
 
 

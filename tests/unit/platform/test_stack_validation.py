@@ -216,3 +216,8 @@ def test_the_in_cluster_controller_gets_the_prometheus_url_and_the_rights_budget
     assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]} in rules
     plain = next(o for o in ctl.render_controller_rbac(ControllerSpec()) if o["kind"] == "ClusterRole")["rules"]
     assert not any("commands" in r["resources"] for r in plain), "no queue commands without budgets"
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]} in plain, \
+        "the stall loop (on by default) records stalled TrainJobs on their namespace"
+    quiet = ControllerSpec(stalled_after_minutes=0)
+    rules = next(o for o in ctl.render_controller_rbac(quiet) if o["kind"] == "ClusterRole")["rules"]
+    assert not any("patch" in r["verbs"] and r["resources"] == ["namespaces"] for r in rules)

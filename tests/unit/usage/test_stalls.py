@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from trainyard.usage.stall_watcher import gpu_pods_by_trainjob
-from trainyard.usage.stalls import Seen, can_be_stalled, judge, last_log_time
+from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
+from trainyard.usage.stalls import (Found, Seen, Stall, can_be_stalled, changed_namespaces, judge, last_log_time,
+                                    remembered, stalled_now)
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 AFTER = 600.0
@@ -110,3 +112,51 @@ def test_only_trainjobs_that_can_be_found_stalled_are_looked_at(status, after_s,
         assert judge(trainjob, True, None, T0, after_s, T0 - 86400, after_log_s) == (None, None)
     else:
         assert judge(trainjob, True, None, T0, after_s, T0 - 86400, after_log_s)[1] is not None
+
+
+def entry(uid, since, flagged="2027-01-15T07:50:00Z", percentage=40, suspended=False, why="words"):
+    return StalledTrainJob(f"tj-{uid}", uid, why, since, flagged, percentage, suspended)
+
+
+def found(uid, since, ns="ns", percentage=40, suspended=False, why="words now"):
+    return Found(ns, f"tj-{uid}", uid, Stall(since, why), percentage, suspended)
+
+
+def test_the_record_reads_back_what_was_written_and_ignores_what_it_cannot_read():
+    entries = [entry("b", T0, suspended=True), entry("a", T0 - 60, percentage=None)]
+    assert stalled_from_annotation(stalled_to_annotation(entries)) == sorted(entries, key=lambda e: e.trainjob)
+    for bad in (None, "", "not json", "{}", '[{"trainjob": "x"}]', '[{"since": "soon"}]'):
+        assert stalled_from_annotation(bad) == []
+
+
+@pytest.mark.parametrize("recorded, now, rewritten", [
+    ({}, [], {}),                                                              # nothing stalled, nothing written
+    ({}, [found("a", T0)], {"ns": ["a"]}),                                     # a stall starts
+    ({"ns": [entry("a", T0)]}, [found("a", T0, why="for 40 min")], {}),        # it goes on: the words alone changed
+    ({"ns": [entry("a", T0)]}, [], {"ns": []}),                                # it ends: the record is removed
+    ({"ns": [entry("a", T0)]}, [found("a", T0 + 60)], {"ns": ["a"]}),          # it moved on, then stopped again
+    ({"ns": [entry("a", T0)]}, [found("a", T0, suspended=True)], {"ns": ["a"]}),   # the platform suspended it
+    ({"ns": [entry("a", T0)], "other": [entry("b", T0)]}, [found("a", T0), found("c", T0, ns="other")],
+     {"other": ["c"]}),                                                        # only the namespace that changed
+])
+def test_a_namespace_is_rewritten_only_when_its_stalls_change(recorded, now, rewritten):
+    after = stalled_now(now, recorded, "2027-01-15T08:00:00Z")
+    assert {ns: [e.uid for e in entries] for ns, entries in changed_namespaces(recorded, after).items()} == rewritten
+
+
+def test_a_stall_that_goes_on_keeps_when_it_was_first_flagged():
+    recorded = {"ns": [entry("a", T0, flagged="2027-01-15T07:50:00Z")]}
+    after = stalled_now([found("a", T0), found("b", T0)], recorded, "2027-01-15T08:00:00Z")
+    assert {e.uid: e.flagged for e in after["ns"]} == {"a": "2027-01-15T07:50:00Z", "b": "2027-01-15T08:00:00Z"}
+    moved = stalled_now([found("a", T0 + 300)], recorded, "2027-01-15T08:10:00Z")
+    assert moved["ns"][0].flagged == "2027-01-15T08:10:00Z"  # a new stall of the same TrainJob
+
+
+def test_a_restarted_loop_remembers_a_recorded_stuck_percentage():
+    """A loop that forgot everything would see 40 % as new at T0 and flag it only 10 min later; from the record it
+    knows progress has stayed at 40 % since T0 - 900."""
+    job = trainjob(40, T0 - 10)  # its trainer still reports, at the same percentage
+    assert judge(job, True, None, T0, AFTER)[1] is None
+    memory = remembered({"ns": [entry("u", T0 - 900)]})
+    _, stall = judge(job, True, memory["u"], T0, AFTER)
+    assert stall is not None and "stayed at 40 % for 15 min" in stall.why
