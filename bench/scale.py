@@ -137,8 +137,8 @@ def api_requests(cluster: str) -> float:
     return counter_sum(local.kubectl(cluster, "get", "--raw", "/metrics"), "apiserver_request_total")
 
 
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+def _rounded(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +192,9 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     controller_metrics = f"http://127.0.0.1:{spec.ports.port('controller_metrics')}/metrics"
     cycle_metric = "volcano_e2e_scheduling_latency_milliseconds"
     own_metric = "trainyard_rest_client_requests_total"
+    resume_metric = "trainyard_admitted_gang_resume_seconds"
     cycles_before = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
+    resumes_before = histogram_buckets(metric_text(controller_metrics), resume_metric)
     own_before = counter_sum(metric_text(controller_metrics), own_metric)
     requests_before = api_requests(spec.name)
     cpu_before = process_usage(pid).cpu_s
@@ -251,6 +253,8 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     cycles_after = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
     cycles = [(bound, count - cycles_before.get(bound, 0.0)) for bound, count in cycles_after.items()]
     own = counter_sum(metric_text(controller_metrics), own_metric) - own_before
+    resumes_after = histogram_buckets(metric_text(controller_metrics), resume_metric)
+    resumes = [(bound, count - resumes_before.get(bound, 0.0)) for bound, count in resumes_after.items()]
     requests = api_requests(spec.name) - requests_before
     done = len(lags)
     figures = {
@@ -266,6 +270,9 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
         "volcano_cycles": round(sum(count for bound, count in cycles if bound == float("inf"))),
         "volcano_cycle_p99_ms": _rounded(histogram_quantile(cycles, 99)),
         "volcano_cycle_p50_ms": _rounded(histogram_quantile(cycles, 50)),
+        "admitted_gang_resumes": round(sum(count for bound, count in resumes if bound == float("inf"))),
+        "admitted_gang_resume_p50_seconds": _rounded(histogram_quantile(resumes, 50), 2),
+        "admitted_gang_resume_p99_seconds": _rounded(histogram_quantile(resumes, 99), 2),
         "report_seconds": report.seconds, "report_cpu_seconds": report.cpu_seconds, "report_exit": report.exit_code,
         "fit_seconds": fit.seconds, "fit_cpu_seconds": fit.cpu_seconds, "fit_exit": fit.exit_code,
         "load_average_1m": round(os.getloadavg()[0], 2),
@@ -298,6 +305,9 @@ def table(figures: dict) -> str:
                   f"{c['controller_rss_mib_at_end']}", "<= 1024"),
                  ("  Volcano scheduling cycle ms p50 / p99", f"{c['volcano_cycle_p50_ms']} / {c['volcano_cycle_p99_ms']}",
                   "-"),
+                 ("  gang admitted -> JobSet resumed s p50 / p99 (resumes)",
+                  f"{c.get('admitted_gang_resume_p50_seconds')} / {c.get('admitted_gang_resume_p99_seconds')} "
+                  f"({c.get('admitted_gang_resumes')})", "-"),
                  (f"  trainyard report (its own CPU s; load average {c.get('load_average_1m')})",
                   f"{c['report_seconds']} ({c.get('report_cpu_seconds')})", "<= 5"),
                  ("  trainyard fit (its own CPU s)", f"{c['fit_seconds']} ({c.get('fit_cpu_seconds')})", "<= 5"),

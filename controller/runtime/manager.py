@@ -24,13 +24,14 @@ from trainyard import k8s as K
 from ..errors import ControllerError
 from ..plugins.framework import StatusServerConfig
 from ..snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
+from ..tenant_namespace import gang_admitted
 from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader, Resource
 from .cache import CachedReads, Store
 from .informer import LISTED, Informer
 from .leader import LeaderElector
 from .reconciler import owner_trainjob, reconcile
 from .transport import ApiError
-from .workqueue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
+from .workqueue import ADMITTED_PRIORITY, LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 
 log = logging.getLogger("trainyard.controller")
 
@@ -91,6 +92,10 @@ class Metrics:
         self.requests = Counter("trainyard_rest_client_requests_total", "Requests this process sent to the API "
                                 "server, by method (WATCH for watches) and resource", ["method", "resource"],
                                 registry=self.registry)
+        self.resumes = Histogram("trainyard_admitted_gang_resume_seconds", "From the controller seeing Volcano admit "
+                                 "a tenant gang whose JobSet waits suspended to the end of the reconcile that resumes "
+                                 "it: the controller's share of an admitted gang's wait",
+                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300), registry=self.registry)
         self.relists = Counter("trainyard_informer_relists_total", "Full relists of a watched kind after the first, "
                                "by cause (expired: 410 Gone; resync: the periodic resync)", ["resource", "cause"],
                                registry=self.registry)
@@ -115,6 +120,8 @@ class Manager:
                     for kind in ("TrainingRuntime", "ClusterTrainingRuntime", "Queue", "Namespace", "ResourceQuota")]
         self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
                           for resource, handler, store in watched]
+        self.stores = {resource: store for resource, _, store in watched}
+        self.admitted_at: dict[Key, float] = {}  # TrainJobs whose gang was seen admitted, not yet reconciled since
         reads = CachedReads(api, {informer.resource: informer.store for informer in self.informers})
         # The webhook's and the companion loops' lookups: stores first, like upstream's cache; a miss asks the
         # API server (a store keeps only what reconcile reads: not the scheduler's ConfigMap, say).
@@ -130,8 +137,23 @@ class Manager:
 
     def _on_owned(self, event: str, obj: dict) -> None:
         owner = owner_trainjob(obj)
-        if owner:
+        if not owner:
+            return
+        if event != LISTED and self.resumes(owner, obj):
+            self.admitted_at.setdefault(owner, time.monotonic())
+            self.queue.add(owner, ADMITTED_PRIORITY)
+        else:
             self.queue.add(owner, priority_of(event))
+
+    def resumes(self, owner: Key, obj: dict) -> bool:
+        """Whether `obj` is a Volcano PodGroup just admitted while its TrainJob's JobSet waits suspended for it (the
+        tenant plugin's `awaiting_admission`): the reconcile it brings resumes the JobSet."""
+        if obj.get("kind") != "PodGroup" or obj.get("apiVersion") != K.VOLCANO_API_VERSION or not gang_admitted(obj):
+            return False
+        jobset = self.stores[RESOURCES["JobSet"]].get(owner[1], owner[0])
+        trainjob = self.stores[RESOURCES["TrainJob"]].get(owner[1], owner[0])
+        return bool(jobset and trainjob and K.mapping(jobset.get("spec")).get("suspend")
+                    and not K.mapping(trainjob.get("spec")).get("suspend"))
 
     # workers --------------------------------------------------------------
     def process_one(self, key: Key) -> None:
@@ -162,6 +184,9 @@ class Manager:
         else:
             self.queue.forget(key)
             self.metrics.reconciles.labels("success").inc()
+            admitted = self.admitted_at.pop(key, None)
+            if admitted is not None:
+                self.metrics.resumes.observe(time.monotonic() - admitted)
             if outcome and outcome.requeue_after is not None:
                 self.queue.add_after(key, outcome.requeue_after + 0.5)
             if outcome and (outcome.applied or outcome.status_changed):

@@ -20,6 +20,9 @@ from typing import Generic, Hashable, TypeVar
 NORMAL_PRIORITY = 0
 # What controller-runtime gives events from an informer's initial list or an unchanged object on resync.
 LOW_PRIORITY = -100
+# A tenant gang Volcano just admitted whose JobSet waits suspended: its GPUs are set aside for it and stay idle
+# until the controller resumes the JobSet, so it goes before new TrainJobs (a burst queues thousands of them).
+ADMITTED_PRIORITY = 10
 
 
 KeyT = TypeVar("KeyT", bound=Hashable)

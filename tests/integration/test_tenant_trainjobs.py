@@ -230,6 +230,7 @@ def test_two_gangs_submitted_together_under_a_quota_equal_to_the_capability_both
             assert (podgroup(cluster, name, tenant.ns).get("status") or {}).get("phase") == "Pending"
             assert jobset(cluster, name, tenant.ns)["spec"]["suspend"] is True
             assert pods(cluster, tenant.ns, name) == [], f"{name} has pods before Volcano admitted its gang"
+        resumed_before = cluster.metric("controller_metrics", "trainyard_admitted_gang_resume_seconds_count")
         cluster.kubectl("delete", "replicaset,podgroup", "hold-a", "hold-b", "-n", tenant.ns, "--wait=false")
 
         def invariant_then_done() -> bool:
@@ -247,5 +248,8 @@ def test_two_gangs_submitted_together_under_a_quota_equal_to_the_capability_both
         cluster.wait(invariant_then_done, timeout=180, interval=1, what="both gangs to complete, one after the other")
         for name in names:
             assert condition(get_trainjob(cluster, name, tenant.ns), FAILED) is None
+        # each was resumed by the reconcile its admission brought, ahead of other work, and measured
+        resumed = cluster.metric("controller_metrics", "trainyard_admitted_gang_resume_seconds_count") - resumed_before
+        assert resumed >= len(names), resumed
     finally:
         remove_tenant(cluster, tenant.spec)

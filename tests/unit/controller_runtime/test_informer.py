@@ -105,3 +105,34 @@ def test_a_trainjob_created_now_is_reconciled_before_the_backlog_a_restart_lists
         {"apiVersion": f"{K.TRAINER_GROUP}/{K.TRAINER_VERSION}", "kind": "TrainJob", "name": "old-2", "controller": True}]}}
     manager._on_owned("MODIFIED", jobset)
     assert [manager.queue.get(0.1) for _ in range(3)] == [("ns", "new"), ("ns", "old-2"), ("ns", "old-1")]
+
+
+def owned(kind: str, api_version: str, name: str, **fields) -> dict:
+    return {"apiVersion": api_version, "kind": kind, **fields, "metadata": {
+        "name": name, "namespace": "ns", "ownerReferences": [{"apiVersion": f"{K.TRAINER_GROUP}/{K.TRAINER_VERSION}",
+                                                              "kind": "TrainJob", "name": name, "controller": True}]}}
+
+
+@pytest.mark.parametrize("phase, jobset_suspended, trainjob_suspended, first", [
+    ("Inqueue", True, False, True),    # admitted, its JobSet waits suspended: resumed before the backlog
+    ("Pending", True, False, False),   # not admitted yet
+    ("Running", False, False, False),  # already resumed: a status change like any other
+    ("Inqueue", True, True, False),    # the user suspended the TrainJob: nothing to resume
+])
+def test_a_gang_volcano_admits_is_resumed_before_new_trainjobs(phase, jobset_suspended, trainjob_suspended, first):
+    """A burst queues thousands of new TrainJobs; an admitted gang's GPUs are set aside for it and idle until the
+    controller resumes its JobSet, so that reconcile goes first, and its delay is measured."""
+    from trainyard.controller.runtime.apiserver import RESOURCES
+    from trainyard.controller.runtime.manager import Manager, Settings
+
+    manager = Manager(api=SimpleNamespace(), settings=Settings(leader_elect=False))
+    manager.stores[RESOURCES["TrainJob"]].replace([
+        {**obj("admitted", "1"), "spec": {"suspend": trainjob_suspended}}])
+    manager.stores[RESOURCES["JobSet"]].replace([
+        owned("JobSet", K.JOBSET_API_VERSION, "admitted", spec={"suspend": jobset_suspended})])
+    for name in ("new-1", "new-2"):
+        manager._on_trainjob("ADDED", obj(name, "2"))
+    manager._on_owned("MODIFIED", owned("PodGroup", K.VOLCANO_API_VERSION, "admitted", status={"phase": phase}))
+    order = [manager.queue.get(0.1) for _ in range(3)]
+    assert (order[0] == ("ns", "admitted")) is first, order
+    assert (("ns", "admitted") in manager.admitted_at) is first
