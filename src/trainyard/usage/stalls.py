@@ -114,10 +114,10 @@ def stalled_now(found: list[Found], recorded: dict[str, list[StalledTrainJob]],
     out: dict[str, list[StalledTrainJob]] = {}
     for item in found:
         previous = before.get((item.namespace, item.uid))
-        kept = previous is not None and previous.since == item.stall.since_s
+        goes_on = previous is not None and previous.since == item.stall.since_s
         out.setdefault(item.namespace, []).append(StalledTrainJob(
             trainjob=item.trainjob, uid=item.uid, why=item.stall.why, since=item.stall.since_s,
-            flagged=previous.flagged if kept and previous else now_iso, percentage=item.percentage,
+            flagged=previous.flagged if previous is not None and goes_on else now_iso, percentage=item.percentage,
             suspended=item.suspended))
     return out
 
