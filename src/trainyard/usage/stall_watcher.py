@@ -19,8 +19,8 @@ from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resourc
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
 from trainyard.timestamps import format_time
-from trainyard.usage.stalls import (REASON, Found, Seen, Stall, can_be_stalled, changed_namespaces, judge,
-                                    last_log_time, remembered, stalled_now, trainer_progress)
+from trainyard.usage.stalls import (REASON, Seen, can_be_stalled, changed_namespaces, judge, last_log_time,
+                                    remembered, stalled_now, trainer_progress)
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,9 @@ class StallWatcher(Loop):
             if trainjobs else {}
         holding = gpu_pods_by_trainjob(running.get("items") or [])
         now_s, stalled, seen = self.clock(), [], {}
-        found = [Found(tj["metadata"]["namespace"], tj["metadata"]["name"], tj["metadata"]["uid"],
-                        Stall(entry.since, entry.why), entry.percentage, suspended=True)
-                  for tj in every if (entry := kept_suspended.get(tj["metadata"]["uid"]))
-                  and (tj.get("spec") or {}).get("suspend")]
+        now_iso = format_time(dt.datetime.fromtimestamp(now_s, dt.timezone.utc))
+        found = [(tj["metadata"]["namespace"], entry) for tj in every
+                 if (entry := kept_suspended.get(tj["metadata"]["uid"])) and (tj.get("spec") or {}).get("suspend")]
         for trainjob in trainjobs:
             meta = trainjob["metadata"]
             key = (meta["namespace"], meta["name"])
@@ -84,10 +83,11 @@ class StallWatcher(Loop):
                 continue
             self.flag(trainjob, stall.why, stall.since_s)
             stalled.append("/".join(key))
-            found.append(Found(key[0], key[1], meta["uid"], stall, trainer_progress(trainjob)[0],
-                               suspended=self.action == "suspend" or bool((trainjob.get("spec") or {}).get("suspend"))))
+            suspended = self.action == "suspend" or bool((trainjob.get("spec") or {}).get("suspend"))
+            found.append((key[0], StalledTrainJob(key[1], meta["uid"], stall.why, stall.since_s, now_iso,
+                                                  trainer_progress(trainjob)[0], suspended)))
         self.seen = seen
-        self.record(recorded, stalled_now(found, recorded, format_time(dt.datetime.fromtimestamp(now_s, dt.timezone.utc))))
+        self.record(recorded, stalled_now(found, recorded))
         return stalled
 
     def recorded(self) -> dict[str, list[StalledTrainJob]]:

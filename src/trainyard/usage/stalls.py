@@ -14,7 +14,7 @@ memory when it starts or takes the lead (`remembered`), and listed by `report`.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainyard.tenant_policy import StalledTrainJob
 from trainyard.timestamps import duration_words, parse_time
@@ -95,30 +95,17 @@ def remembered(recorded: dict[str, list[StalledTrainJob]]) -> dict[str, Seen]:
     return {entry.uid: Seen(entry.percentage, entry.since) for entries in recorded.values() for entry in entries}
 
 
-@dataclass(frozen=True)
-class Found:
-    """A stall the loop found this round, or a TrainJob it suspended that stays suspended."""
-
-    namespace: str
-    trainjob: str
-    uid: str
-    stall: Stall
-    percentage: int | None = None
-    suspended: bool = False
-
-
-def stalled_now(found: list[Found], recorded: dict[str, list[StalledTrainJob]],
-                now_iso: str) -> dict[str, list[StalledTrainJob]]:
-    """Each namespace's entries after this round; a stall already recorded keeps when it was first flagged."""
+def stalled_now(found: list[tuple[str, StalledTrainJob]],
+                recorded: dict[str, list[StalledTrainJob]]) -> dict[str, list[StalledTrainJob]]:
+    """Each namespace's entries after this round, from the (namespace, entry) pairs found stalled or kept suspended
+    (each `flagged` now); a stall already recorded keeps when it was first flagged."""
     before = {(ns, entry.uid): entry for ns, entries in recorded.items() for entry in entries}
     out: dict[str, list[StalledTrainJob]] = {}
-    for item in found:
-        previous = before.get((item.namespace, item.uid))
-        goes_on = previous is not None and previous.since == item.stall.since_s
-        out.setdefault(item.namespace, []).append(StalledTrainJob(
-            trainjob=item.trainjob, uid=item.uid, why=item.stall.why, since=item.stall.since_s,
-            flagged=previous.flagged if previous is not None and goes_on else now_iso, percentage=item.percentage,
-            suspended=item.suspended))
+    for namespace, entry in found:
+        previous = before.get((namespace, entry.uid))
+        if previous is not None and previous.since == entry.since:
+            entry = replace(entry, flagged=previous.flagged)
+        out.setdefault(namespace, []).append(entry)
     return out
 
 

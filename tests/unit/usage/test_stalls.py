@@ -7,8 +7,8 @@ import pytest
 
 from trainyard.usage.stall_watcher import gpu_pods_by_trainjob
 from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
-from trainyard.usage.stalls import (Found, Seen, Stall, can_be_stalled, changed_namespaces, judge, last_log_time,
-                                    remembered, stalled_now)
+from trainyard.usage.stalls import (Seen, can_be_stalled, changed_namespaces, judge, last_log_time, remembered,
+                                    stalled_now)
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 AFTER = 600.0
@@ -118,8 +118,8 @@ def entry(uid, since, flagged="2027-01-15T07:50:00Z", percentage=40, suspended=F
     return StalledTrainJob(f"tj-{uid}", uid, why, since, flagged, percentage, suspended)
 
 
-def found(uid, since, ns="ns", percentage=40, suspended=False, why="words now"):
-    return Found(ns, f"tj-{uid}", uid, Stall(since, why), percentage, suspended)
+def found(uid, since, ns="ns", percentage=40, suspended=False, why="words now", flagged="2027-01-15T08:00:00Z"):
+    return ns, entry(uid, since, flagged, percentage, suspended, why)
 
 
 def test_the_record_reads_back_what_was_written_and_ignores_what_it_cannot_read():
@@ -140,15 +140,15 @@ def test_the_record_reads_back_what_was_written_and_ignores_what_it_cannot_read(
      {"other": ["c"]}),                                                        # only the namespace that changed
 ])
 def test_a_namespace_is_rewritten_only_when_its_stalls_change(recorded, now, rewritten):
-    after = stalled_now(now, recorded, "2027-01-15T08:00:00Z")
+    after = stalled_now(now, recorded)
     assert {ns: [e.uid for e in entries] for ns, entries in changed_namespaces(recorded, after).items()} == rewritten
 
 
 def test_a_stall_that_goes_on_keeps_when_it_was_first_flagged():
     recorded = {"ns": [entry("a", T0, flagged="2027-01-15T07:50:00Z")]}
-    after = stalled_now([found("a", T0), found("b", T0)], recorded, "2027-01-15T08:00:00Z")
+    after = stalled_now([found("a", T0), found("b", T0)], recorded)
     assert {e.uid: e.flagged for e in after["ns"]} == {"a": "2027-01-15T07:50:00Z", "b": "2027-01-15T08:00:00Z"}
-    moved = stalled_now([found("a", T0 + 300)], recorded, "2027-01-15T08:10:00Z")
+    moved = stalled_now([found("a", T0 + 300, flagged="2027-01-15T08:10:00Z")], recorded)
     assert moved["ns"][0].flagged == "2027-01-15T08:10:00Z"  # a new stall of the same TrainJob
 
 
