@@ -141,6 +141,15 @@ def _rounded(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def observed_since(before: dict[float, float], after: dict[float, float]) -> list[tuple[float, float]]:
+    """A histogram's cumulative buckets for the observations between two scrapes."""
+    return [(bound, count - before.get(bound, 0.0)) for bound, count in after.items()]
+
+
+def observations(buckets: list[tuple[float, float]]) -> int:
+    return round(sum(count for bound, count in buckets if bound == float("inf")))
+
+
 @dataclasses.dataclass(frozen=True)
 class CommandRun:
     seconds: float
@@ -251,10 +260,10 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
                     "fit": timed_command(trainyard, "fit", str(probe), "--kubeconfig", kubeconfig,
                                          profile=out / "scale-fit-profile.txt").profile}
     cycles_after = histogram_buckets(metric_text(scheduler_metrics), cycle_metric)
-    cycles = [(bound, count - cycles_before.get(bound, 0.0)) for bound, count in cycles_after.items()]
+    cycles = observed_since(cycles_before, cycles_after)
     own = counter_sum(metric_text(controller_metrics), own_metric) - own_before
     resumes_after = histogram_buckets(metric_text(controller_metrics), resume_metric)
-    resumes = [(bound, count - resumes_before.get(bound, 0.0)) for bound, count in resumes_after.items()]
+    resumes = observed_since(resumes_before, resumes_after)
     requests = api_requests(spec.name) - requests_before
     done = len(lags)
     figures = {
@@ -267,10 +276,10 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
         "controller_cpu_seconds": round(cpu_after - cpu_before, 1),
         "controller_cpu_per_trainjob": round((cpu_after - cpu_before) / max(1, done), 4),
         "controller_peak_rss_mib": round(peak_rss, 1), "controller_rss_mib_at_end": round(rss, 1),
-        "volcano_cycles": round(sum(count for bound, count in cycles if bound == float("inf"))),
+        "volcano_cycles": observations(cycles),
         "volcano_cycle_p99_ms": _rounded(histogram_quantile(cycles, 99)),
         "volcano_cycle_p50_ms": _rounded(histogram_quantile(cycles, 50)),
-        "admitted_gang_resumes": round(sum(count for bound, count in resumes if bound == float("inf"))),
+        "admitted_gang_resumes": observations(resumes),
         "admitted_gang_resume_p50_seconds": _rounded(histogram_quantile(resumes, 50), 2),
         "admitted_gang_resume_p99_seconds": _rounded(histogram_quantile(resumes, 99), 2),
         "report_seconds": report.seconds, "report_cpu_seconds": report.cpu_seconds, "report_exit": report.exit_code,

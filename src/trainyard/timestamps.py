@@ -19,6 +19,11 @@ def format_time(value: dt.datetime) -> str:
     return aware.astimezone(dt.timezone.utc).strftime(TIME_FORMAT)
 
 
+def format_epoch(seconds: float) -> str:
+    """metav1.Time of epoch seconds."""
+    return format_time(dt.datetime.fromtimestamp(seconds, dt.timezone.utc))
+
+
 def now_time() -> str:
     return format_time(utc_now())
 

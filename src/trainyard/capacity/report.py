@@ -23,7 +23,6 @@ Definitions:
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Mapping
@@ -31,7 +30,7 @@ from typing import Mapping
 from trainyard.k8s import (NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, NAMESPACE_STALLED_ANNOTATION,
                            format_quantity)
 from trainyard.tenant_policy import Budget, BudgetStatus, stalled_from_annotation
-from trainyard.timestamps import format_time
+from trainyard.timestamps import format_epoch
 
 from .live import Snapshot
 from .model import (FULL_POD_GPUS, GPU, QueueUse, number, nodes_from, queue_uses, resources, waiting_reasons,
@@ -130,7 +129,7 @@ def stalled_rows(namespaces: list[dict]) -> list[dict]:
     stalled first."""
     rows = [{"namespace": namespace["metadata"]["name"], "trainjob": entry.trainjob,
              "why": entry.why + ("; suspended (spec.suspend: false resumes it)" if entry.suspended else ""),
-             "stopped": format_time(dt.datetime.fromtimestamp(entry.since, dt.timezone.utc)), "seen": entry.flagged}
+             "stopped": format_epoch(entry.since), "seen": entry.flagged}
             for namespace in namespaces
             for entry in stalled_from_annotation(
                 (namespace["metadata"].get("annotations") or {}).get(NAMESPACE_STALLED_ANNOTATION))]

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Iterable
 
-from trainyard.timestamps import duration_short, format_time
+from trainyard.timestamps import duration_short, format_epoch
 from trainyard.usage.account import GroupUsage
 
 FORMATS = ("table", "json", "csv")
@@ -36,13 +36,7 @@ def row(by: str, usage: GroupUsage, since: float, until: float) -> dict:
     for name in ("wait_p50_s", "wait_p95_s"):
         values[name] = None if values[name] is None else round(values[name], 1)
     return {"group": usage.group, "by": by, by: usage.group, **values,
-            "since": format_time_s(since), "until": format_time_s(until)}
-
-
-def format_time_s(seconds: float) -> str:
-    import datetime as dt
-
-    return format_time(dt.datetime.fromtimestamp(seconds, dt.timezone.utc))
+            "since": format_epoch(since), "until": format_epoch(until)}
 
 
 def to_json(by: str, rows: Iterable[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
@@ -81,7 +75,7 @@ def to_table(by: str, rows: list[GroupUsage], since: float, until: float, budget
                   f"{sum(u.gpu_hours_borrowed for u in rows):.2f}", "", "", *(str(sum(getattr(u, f) for u in rows))
                                                                               for f in FIELDS[5:])))
     widths = [max(len(line[i]) for line in (header, *lines)) for i in range(len(header))]
-    text = [f"GPU usage by {by}, {format_time_s(since)} to {format_time_s(until)}"]
+    text = [f"GPU usage by {by}, {format_epoch(since)} to {format_epoch(until)}"]
     for line in (header, *lines):
         text.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))))
     if budgets:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from trainyard.timestamps import format_epoch
 from trainyard.usage import account, fairness_audit, prometheus as reader, render
 from trainyard.usage.plots import write_plots
 from trainyard.usage.record import UsageRecord
@@ -40,8 +41,8 @@ class UsageWindow:
 
     def write(self, out: Path) -> dict:
         """Write the plots under `out`; returns `write_html`'s extra arguments."""
-        title = (f"GPU usage by tenant, {render.format_time_s(self.record.since)} to "
-                 f"{render.format_time_s(self.record.until)}")
+        title = (f"GPU usage by tenant, {format_epoch(self.record.since)} to "
+                 f"{format_epoch(self.record.until)}")
         fairness = self.fairness
         rows = [{"tenant": name, **{k: v for k, v in figures.items() if k != "starvation"}}
                 for name, figures in fairness["tenants"].items()]

@@ -7,7 +7,6 @@ written only when it changes): `report` lists it from there, and a restarted loo
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections import defaultdict
@@ -18,7 +17,7 @@ from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
-from trainyard.timestamps import format_time
+from trainyard.timestamps import format_epoch
 from trainyard.usage.stalls import (REASON, Seen, can_be_stalled, changed_namespaces, judge, last_log_time,
                                     remembered, stalled_now, trainer_progress)
 
@@ -66,7 +65,7 @@ class StallWatcher(Loop):
             if trainjobs else {}
         holding = gpu_pods_by_trainjob(running.get("items") or [])
         now_s, stalled, seen = self.clock(), [], {}
-        now_iso = format_time(dt.datetime.fromtimestamp(now_s, dt.timezone.utc))
+        now_iso = format_epoch(now_s)
         found = [(tj["metadata"]["namespace"], entry) for tj in every
                  if (entry := kept_suspended.get(tj["metadata"]["uid"])) and (tj.get("spec") or {}).get("suspend")]
         for trainjob in trainjobs:
