@@ -20,9 +20,10 @@ Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--du
        (also gang-capacity: elastic `capacity` queues with weighted deserved shares; gang-capacity-reserve: the
        same plus trainyard's gang reservation, `trainyard.capacity.reserver`; gang-capacity-reclaim: the same plus
        trainyard's gang-aware reclaim, `trainyard.capacity.reclaimer`; gang-capacity-reclaim-fair: reclaim toward
-       each queue's fair share of current demand under Kueue's final-share rule; -hold: either, the freed nodes
-       tainted for the gang)
-       [--model SEEDS [--calibrate JSON]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
+       each queue's fair share of current demand under Kueue's final-share rule; gang-capacity-reclaim-kueue-hold:
+       the same under Kueue's two fair-sharing rules in order, final share then initial share; -hold: the freed
+       nodes tainted for the gang)
+       [--model SEEDS [--calibrate JSON ...]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
        beside the real runs of JSON
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
 """
@@ -44,7 +45,7 @@ from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.schedtrace import summary
 from trainyard.schedtrace.metrics import PodRecord
-from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
+from trainyard.schedtrace.model import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy, simulate
 from trainyard.schedtrace.objects import KUBE_SCHEDULER, weighted_deserved
 from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
@@ -60,6 +61,7 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-capacity-reclaim-fair": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reclaim-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "gang-capacity-reclaim-fair-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
+            "gang-capacity-reclaim-kueue-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
 """The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
@@ -80,14 +82,12 @@ RECLAIM = {"gang-capacity-reclaim": ReclaimSettings(),
            "gang-capacity-reclaim-fair": ReclaimSettings(rule=reclaim.FINAL_SHARE, target=reclaim.FAIR_TARGET),
            "gang-capacity-reclaim-hold": ReclaimSettings(holds=True),
            "gang-capacity-reclaim-fair-hold": ReclaimSettings(rule=reclaim.FINAL_SHARE, target=reclaim.FAIR_TARGET,
-                                                              holds=True)}
+                                                              holds=True),
+           "gang-capacity-reclaim-kueue-hold": ReclaimSettings(rule=reclaim.FAIR_SHARING, holds=True)}
 """-fair: toward each queue's water-filled fair share of current demand, evicting only while the victim's queue keeps
-at least the starving queue's share with its gang (Kueue's final-share rule); -hold: the freed nodes are tainted for
-the gang until it runs."""
-MODEL_EVICT_LATENCY_S, MODEL_RESUME_LAG_S = 1.0, 2.0
-"""The reclaimer's protocol on the local cluster, as the model replays it: victims' pods go about 1 s after their
-TrainJobs are suspended, and their resumption follows the gang's start by 2-5 s (PodGroup status, the loop's period);
-read from the evictions and pod records of the real gang-capacity-reclaim runs."""
+at least the starving queue's share with its gang (Kueue's final-share rule); -kueue: that rule first, then Kueue's
+initial-share rule (`reclaim.FAIR_SHARING`), against each queue's static deserved share as Kueue's weights are (what
+`controller.reclaim: fair-sharing` runs); -hold: the freed nodes are tainted for the gang until it runs."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -106,8 +106,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     parser.add_argument("--model", type=int, metavar="SEEDS", help="no cluster: replay the profiles on trainyard's "
                         "model of vc-scheduler (`trainyard.schedtrace.model`) with this many seeds each")
-    parser.add_argument("--calibrate", type=Path, metavar="JSON", help="with --model: compare with the real replays "
-                        "of an earlier scheduling_trace.json (same seed and options), profile by profile")
+    parser.add_argument("--calibrate", type=Path, metavar="JSON", action="append", default=[],
+                        help="with --model: compare with the real replays of earlier scheduling_trace.json files (same "
+                        "seed and options), profile by profile; repeat it for several files")
     parser.add_argument("--reanalyse", type=Path, help="no cluster: recompute the figures from the pod records of "
                         "an earlier scheduling_trace.json (same seed and options)")
     args = parser.parse_args(argv)
@@ -144,10 +145,13 @@ def replay_all(args, spec: ClusterSpec, trace) -> dict[str, dict]:
         record = replay.run(trace, profile, gang=settings is not None, direct=args.direct, timeout=timeout)
         reservations = reserver.finish() if reserver else []
         evictions = reclaimer.finish() if reclaimer else []
+        withdrawn = reclaimer.withdrawn if reclaimer else []
         figures = figures_of(trace, spec, record.submitted, list(record.pods.values()), record.end, rack_of, spine_of)
         figures.update(evictions=[{"at": round(at, 1), "at_s": round(at - record.started_epoch, 1), "gang": "/".join(e.gang),
                                    "victims": ["/".join(v) for v in e.victims], "nodes": list(e.nodes)}
                                   for at, e in evictions],
+                       withdrawn_evictions=[{"at_s": round(at - record.started_epoch, 1), "gang": "/".join(e.gang),
+                                             "victims": ["/".join(v) for v in e.victims]} for at, e in withdrawn],
                        reservations=[{"at": round(at, 1), "at_s": round(at - record.started_epoch, 1),
                                       "gang": "/".join(r.gang) if r else None, "nodes": list(r.nodes) if r else []}
                                      for at, r in reservations],
@@ -234,8 +238,8 @@ def model_policy(profile: str, capacity: int) -> ModelPolicy | None:
     return {"gang": ModelPolicy(), "gang-capacity": ModelPolicy(**elastic),
             "gang-capacity-reserve": ModelPolicy(**elastic, reserve_after_s=RESERVE_AFTER_S["gang-capacity-reserve"]),
             **{name: ModelPolicy(**elastic, reclaim_after_s=how.after_s, reclaim_rule=how.rule, reclaim_target=how.target,
-                                 reclaim_holds=how.holds, evict_latency_s=MODEL_EVICT_LATENCY_S,
-                                 resume_lag_s=MODEL_RESUME_LAG_S) for name, how in RECLAIM.items()},
+                                 reclaim_holds=how.holds, evict_latency_s=RECLAIMER_EVICT_LATENCY_S,
+                                 resume_lag_s=RECLAIMER_RESUME_LAG_S) for name, how in RECLAIM.items()},
             }.get(profile)
 
 
@@ -246,7 +250,9 @@ def model_main(args, spec: ClusterSpec, trace) -> int:
     rack_of, spine_of = {n.name: n.rack for n in nodes}, {n.name: n.spine for n in nodes}
     capacity = spec.nodes * spec.gpus_per_node
     weights = {t.name: t.weight for t in DEFAULT_TENANTS}
-    real = json.loads(args.calibrate.read_text())["results"] if args.calibrate else {}
+    real = {}
+    for path in args.calibrate:  # a profile run in several files: the last file's run
+        real.update(json.loads(path.read_text())["results"])
     rows, document = [], {}
     for profile in args.profiles.split(","):
         policy = model_policy(profile, capacity)
@@ -269,7 +275,7 @@ def model_main(args, spec: ClusterSpec, trace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scheduling_trace_model.json").write_text(json.dumps(
         {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "jobs": args.jobs, "seeds": args.model,
-         "calibrated_against": str(args.calibrate) if args.calibrate else None, "results": document}, indent=1))
+         "calibrated_against": [str(path) for path in args.calibrate], "results": document}, indent=1))
     print(f"\nresults in {args.out}/scheduling_trace_model.json")
     return 0
 

@@ -63,6 +63,8 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
     if spec.prometheus_url or spec.stalled_after_minutes or spec.stalled_log_after_minutes:
         # the budget loop records each budget's status, the stall loop the namespace's stalled TrainJobs
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]})
+    if spec.reclaim != "none" and spec.reclaim_holds:  # reclaim taints the freed nodes, tolerations for the gang
+        rules.append({"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["patch"]})
     if spec.prometheus_url:  # the budget loop closes or opens the tenant's queue
         rules.append({"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]})
     return [
@@ -121,6 +123,8 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
         args.append(f"--prometheus={spec.prometheus_url}")
     args += [f"--stalled-after={spec.stalled_after_minutes * 60}",
              f"--stalled-log-after={spec.stalled_log_after_minutes * 60}", f"--stalled-action={spec.stalled_action}"]
+    if spec.reclaim != "none":
+        args += [f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds"]
     if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream
         args += [f"--status-address=0.0.0.0:{spec.status_port}",
                  f"--status-url=https://{NAME}-webhook.{spec.namespace}.svc:{spec.status_port}"]

@@ -168,6 +168,13 @@ class ControllerSpec:
     """Without trainerStatus: minutes with no new log line of its first pod (0: logs are not judged)."""
     stalled_action: str = "none"
     """What a stall does beyond a Warning Event: `none` or `suspend` (gives its GPUs back)."""
+    reclaim: str = "none"
+    """Gang-aware reclaim by the controller (`trainyard.capacity.reclaimer`): `none`, or the rule by which a gang
+    of a queue below its share gets whole TrainJobs of queues above theirs suspended (`deserved`, `final-share`,
+    `fair-sharing`: README "Toward 95 %"). Elastic queues lend, reclaim takes back: it needs
+    `scheduler.queuePlugin: capacity`."""
+    reclaim_holds: bool = True
+    """The nodes an eviction frees are tainted for its gang until it runs, so no other job lands there meanwhile."""
     webhook: WebhookSpec = WebhookSpec()
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)

@@ -17,6 +17,9 @@ BUDGET_PERIODS = ("weekly", "monthly")
 BUDGET_ACTIONS = ("closeQueue", "demotePriority")
 STALL_ACTIONS = ("none", "suspend")
 """What the controller does to a stalled TrainJob beyond a Warning (`trainyard.usage.stalls`)."""
+RECLAIM_RULES = ("deserved", "final-share", "fair-sharing")
+"""The rules the controller's gang-aware reclaim may evict by (`trainyard.capacity.reclaim`); a stack's
+`controller.reclaim` names one, or `none`."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -177,6 +178,106 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     for name in {j.name for j in lender} - victims:
         assert len(pods[name]) == 1 and pods[name][0].succeeded
     assert M.partial_gangs([gang], pods, 1.0, record.end) == []
+    leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
+                 if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
+    assert leftovers == []
+    nodes = replay.core.list_node().items
+    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    replay.clean()
+
+
+def test_reclaim_withdraws_a_plan_the_scheduler_no_longer_needs_on_a_second_look(replay):
+    """The reclaimer plans from a snapshot that may be a moment behind the scheduler; before it evicts anyone it
+    looks again. Here, between the plan and the second look, two other lender TrainJobs in another rack go
+    (as jobs ending would), the scheduler places the gang there by itself, and the plan is withdrawn: its
+    victims are never suspended and run once to the end, and the hold taken for the look is lifted."""
+    from trainyard import k8s as K
+    from trainyard.capacity import live
+    from trainyard.capacity.reclaimer import Reclaimer
+    from trainyard.queues.scheduler_config import SchedulerSettings
+    from trainyard.schedtrace.trace import TraceJob
+    from trainyard.waiting import wait_for
+
+    heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
+    lender = [TraceJob(f"l{i}", light, 0.0, 30.0, 1, 8, None) for i in range(SPEC.nodes)]
+    gang = TraceJob("g", heavy, 2.0, 5.0, 2, 8, 1)
+    replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
+    api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
+    reclaimer = Reclaimer(api, after_s=1.0, rule="final-share", target="fair", holds=True, confirm_s=4.0)
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.update(record=replay.run(
+        lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=180)), daemon=True)
+    runner.start()
+    try:
+        def planned():
+            view = live.cluster_view(api)
+            outcome["plan"] = reclaimer.plan_eviction(view, live.list_items(api, live.TRAINJOBS), time.time())
+            outcome["nodes"] = view.snapshot.nodes
+            return outcome["plan"] is not None and len(outcome["plan"].victims) == 2
+
+        wait_for(planned, 60, "a reclaim plan for the waiting gang", 0.5)
+        plan, nodes = outcome["plan"], outcome["nodes"]
+        rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][K.RACK_LABEL] for n in nodes}
+        planned_racks = {rack_of[n] for n in plan.nodes}
+        on_node = {p["spec"]["nodeName"]: p["metadata"]["annotations"][K.VOLCANO_GROUP_ANNOTATION]
+                   for p in live.list_items(api, live.PODS) if p["spec"].get("nodeName")
+                   and p["metadata"]["namespace"] == light}
+        other_rack = sorted({rack_of[n] for n in on_node} - planned_racks)[0]
+        others = sorted(job for node, job in on_node.items() if rack_of[node] == other_rack)
+        assert len(others) == 2, on_node
+        for name in others:  # they go as ending jobs would; resumed below, so the run still finishes
+            api.merge_patch(live.TRAINJOBS, name, {"spec": {"suspend": True}}, light)
+        confirmed, _ = reclaimer.confirm(plan)
+        assert confirmed is None and [e for _, e in reclaimer.withdrawn] == [plan]
+        for name in others:
+            api.merge_patch(live.TRAINJOBS, name, {"spec": {"suspend": False}}, light)
+    finally:
+        runner.join(200)
+        replay.use_scheduler_settings(SchedulerSettings())
+    record = outcome["record"]
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    pods = M.by_job(record.pods.values())
+    assert {rack_of[p.node] for p in pods["g"]} == {other_rack}, pods["g"]
+    for _, name in plan.victims:  # never evicted: one pod, run once to the end
+        assert len(pods[name]) == 1 and pods[name][0].succeeded, pods[name]
+    nodes_now = replay.core.list_node().items
+    assert not [n.metadata.name for n in nodes_now for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    replay.clean()
+
+
+def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
+    """The shipped path: `cluster up --reclaim` (a stack's `controller.reclaim`) runs the reclaim loop inside the
+    TrainJob controller, beside its reconciles. With the controller restarted with `fair-sharing`, a gang of a
+    queue below its share waiting behind a lender's long TrainJobs gets two of them suspended whole in one rack,
+    starts there, and the victims rerun; nothing stays suspended or tainted. Restarted without it afterwards."""
+    from trainyard import k8s as K
+    from trainyard.capacity import live
+    from trainyard.cluster.trainer_controllers import restart_trainjob_controller
+    from trainyard.queues.scheduler_config import SchedulerSettings
+    from trainyard.schedtrace.trace import TraceJob
+
+    heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
+    lender = [TraceJob(f"l{i}", light, 0.0, 45.0, 1, 8, None) for i in range(SPEC.nodes)]
+    gang = TraceJob("g", heavy, 3.0, 5.0, 2, 8, 1)
+    replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
+    restart_trainjob_controller(SPEC.name, echo=lambda *_: None, reclaim="fair-sharing")
+    try:
+        record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=240)
+    finally:
+        restart_trainjob_controller(SPEC.name, echo=lambda *_: None, reclaim="none")
+        replay.use_scheduler_settings(SchedulerSettings())
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    pods = M.by_job(record.pods.values())
+    gang_start = min(p.bound for p in pods["g"])
+    evicted = sorted(name for name, mine in pods.items() if name.startswith("l") and len(mine) > 1)
+    assert len(evicted) == 2, {name: len(mine) for name, mine in pods.items()}
+    freed = {p.node for name in evicted for p in pods[name] if not p.succeeded}
+    assert {p.node for p in pods["g"]} == freed and gang_start < 35, (pods["g"], freed)
+    for name in evicted:  # evicted whole before the gang started, then run again to the end
+        first, *rest = sorted(pods[name], key=lambda p: p.bound)
+        assert not first.succeeded and first.ended <= gang_start + 1 and rest[-1].succeeded
+    assert M.partial_gangs([gang], pods, 1.0, record.end) == []
+    api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
     leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
                  if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
     assert leftovers == []

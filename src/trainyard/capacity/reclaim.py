@@ -18,19 +18,26 @@ from typing import Iterable, Mapping, Sequence
 
 from trainyard.capacity.model import GPU, Node, active_pods_by_group, first_start_s, pod_group_queues, pod_resources
 from trainyard.capacity.reservation import WaitingGang, domain_of
+from trainyard.tenant_policy import RECLAIM_RULES
 
 JobKey = tuple[str, str]
 
-DESERVED, FINAL_SHARE = "deserved", "final-share"
+DESERVED, FINAL_SHARE, FAIR_SHARING = RECLAIM_RULES
 """Reclaim rules. `deserved`: a gang starves when its queue stays within its deserved share with it, and a victim's
 queue must stay at or above its own without the victim. `final-share` (Kueue's fair-sharing
 `LessThanOrEqualToFinalShare`): a gang starves when its queue is below its share, and a victim's queue must keep
 a share (held / deserved) at least the gang's queue's share with the gang; shares converge without big gangs
-being locked out by their size."""
+being locked out by their size. `fair-sharing`: Kueue's two fair-sharing strategies in its default order, that one
+first and, where it frees no domain, `LessThanInitialShare`: a victim's queue must hold, until its last victim goes,
+a share above the gang's queue's share with the gang (measured on the trace: the heavy queue's 7-8 node gangs
+otherwise waited for its own jobs to end, its queue 5 points short, since a lender at its share with them could
+give nothing)."""
 DESERVED_TARGET, FAIR_TARGET = "deserved", "fair"
 """The share reclaim restores: each queue's static deserved GPUs, or its weight water-filled against current demand
 (`capacity.fairness.fair_deserved`: what the trace bench measures queues against)."""
-RULES, TARGETS = (DESERVED, FINAL_SHARE), (DESERVED_TARGET, FAIR_TARGET)
+RULES, TARGETS = RECLAIM_RULES, (DESERVED_TARGET, FAIR_TARGET)
+RECLAIM_AFTER_S = 10.0
+"""Seconds a gang waits before reclaim acts for it (the controller's loop; what `trainyard whatif` replays)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ def starving_gangs(gangs: Iterable[WaitingGang], allocated: Mapping[str, Fractio
     for gang in gangs:
         owed = deserved.get(gang.queue, Fraction(0))
         held = allocated.get(gang.queue, Fraction(0))
-        within = held < owed if rule == FINAL_SHARE else held + gang.pods * gang.gpus_per_pod <= owed
+        within = held < owed if rule != DESERVED else held + gang.pods * gang.gpus_per_pod <= owed
         if owed > 0 and gang.waiting_s >= after_s and within:
             out.append((held / owed, -gang.waiting_s, gang.key, gang))
     return [gang for *_, gang in sorted(out, key=lambda o: o[:3])]
@@ -75,30 +82,63 @@ def share(held: Fraction, owed: Fraction) -> Fraction:
     return held / owed if owed > 0 else Fraction(10**9)
 
 
+@dataclass(frozen=True)
+class ShareGuard:
+    """What a victim's queue must keep. No `floor`: its deserved GPUs, without the victims. With one: a share
+    (held / deserved) of at least `floor` without the victims (final share) or, `initial`, above `floor` until
+    its last victim goes (the smallest last)."""
+    floor: Fraction | None = None
+    initial: bool = False
+
+    def allows(self, held: Fraction, owed: Fraction, taken: Fraction, last: Fraction) -> bool:
+        if self.floor is None:
+            return held - taken >= owed
+        if self.initial:
+            return share(held - taken + last, owed) > self.floor
+        return share(held - taken, owed) >= self.floor
+
+
 def keeps_its_share(queue: str, taken: Fraction, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
-                    floor: Fraction | None = None) -> bool:
-    """The queue stays at or above its deserved share once `taken` GPUs go (`floor`: at or above that share)."""
-    held, owed = allocated.get(queue, Fraction(0)) - taken, deserved.get(queue, Fraction(0))
-    return held >= owed if floor is None else share(held, owed) >= floor
+                    guard: ShareGuard = ShareGuard(), last: Fraction | None = None) -> bool:
+    """The queue keeps what `guard` asks once `taken` GPUs go (`last`: its smallest victim's, default all)."""
+    return guard.allows(allocated.get(queue, Fraction(0)), deserved.get(queue, Fraction(0)), taken,
+                        taken if last is None else last)
 
 
 def evictable(job: RunningJob, allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
-              floor: Fraction | None = None) -> bool:
+              guard: ShareGuard = ShareGuard()) -> bool:
     """A job whose queue keeps its share without it."""
-    return keeps_its_share(job.queue, job.gpus, allocated, deserved, floor)
+    return keeps_its_share(job.queue, job.gpus, allocated, deserved, guard)
+
+
+def guards(rule: str, gang: WaitingGang, allocated: Mapping[str, Fraction],
+           deserved: Mapping[str, Fraction]) -> tuple[ShareGuard, ...]:
+    """The guards `rule` tries, in order, for `gang`."""
+    if rule == DESERVED:
+        return (ShareGuard(),)
+    floor = share(allocated.get(gang.queue, Fraction(0)) + gang.pods * gang.gpus_per_pod,
+                  deserved.get(gang.queue, Fraction(0)))
+    final = ShareGuard(floor)
+    return (final,) if rule == FINAL_SHARE else (final, ShareGuard(floor, initial=True))
 
 
 def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequence[RunningJob],
                       allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
                       protected: frozenset[JobKey] = frozenset(), rule: str = DESERVED) -> Eviction | None:
     """The allowed domain whose `pods` cheapest nodes free up for the fewest evicted GPUs, then the least work
-    lost (ties: domain name). A node counts when it already has room for one pod, or when every job on it may be
-    evicted (none `protected`) under `rule`; with `final-share` the victims of one queue together must leave it
-    that share."""
-    floor = None
-    if rule == FINAL_SHARE:
-        floor = share(allocated.get(gang.queue, Fraction(0)) + gang.pods * gang.gpus_per_pod,
-                      deserved.get(gang.queue, Fraction(0)))
+    lost (ties: domain name), under the first of `rule`'s guards that frees one. A node counts when it already
+    has room for one pod, or when every job on it may be evicted (none `protected`); the victims of one queue
+    together must leave it what the guard asks."""
+    for guard in guards(rule, gang, allocated, deserved):
+        eviction = _cheapest_eviction(nodes, gang, running, allocated, deserved, protected, guard)
+        if eviction is not None:
+            return eviction
+    return None
+
+
+def _cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequence[RunningJob],
+                       allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
+                       protected: frozenset[JobKey], guard: ShareGuard) -> Eviction | None:
     on_node: dict[str, list[RunningJob]] = {}
     for job in running:
         for name in job.nodes:
@@ -112,7 +152,7 @@ def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequenc
         option: tuple[Fraction, str, frozenset[JobKey]]
         if node.free() >= gang.gpus_per_pod:
             option = (Fraction(0), node.name, frozenset())
-        elif jobs and all(job.key not in protected and evictable(job, allocated, deserved, floor) for job in jobs):
+        elif jobs and all(job.key not in protected and evictable(job, allocated, deserved, guard) for job in jobs):
             option = (sum((job.gpus for job in jobs), Fraction(0)), node.name, frozenset(job.key for job in jobs))
         else:
             continue
@@ -123,7 +163,7 @@ def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequenc
             continue
         chosen = sorted(options, key=lambda o: (o[0], sum(by_key[k].lost_work for k in o[2]), o[1]))[:gang.pods]
         victims = frozenset().union(*(keys for _, _, keys in chosen))
-        if not _queues_keep_their_share(victims, by_key, allocated, deserved, floor):
+        if not _queues_keep_their_share(victims, by_key, allocated, deserved, guard):
             continue
         cost = sum((by_key[key].gpus for key in victims), Fraction(0))
         lost = sum(by_key[key].lost_work for key in victims)
@@ -134,12 +174,13 @@ def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequenc
 
 def _queues_keep_their_share(victims: Iterable[JobKey], by_key: Mapping[JobKey, RunningJob],
                              allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
-                             floor: Fraction | None) -> bool:
-    """All victims of a queue together leave it at or above its deserved share (or `floor`)."""
-    taken: dict[str, Fraction] = {}
+                             guard: ShareGuard) -> bool:
+    """All victims of a queue together leave it what `guard` asks."""
+    taken: dict[str, list[Fraction]] = {}
     for key in victims:
-        taken[by_key[key].queue] = taken.get(by_key[key].queue, Fraction(0)) + by_key[key].gpus
-    return all(keeps_its_share(queue, gpus, allocated, deserved, floor) for queue, gpus in taken.items())
+        taken.setdefault(by_key[key].queue, []).append(by_key[key].gpus)
+    return all(keeps_its_share(queue, sum(gpus, Fraction(0)), allocated, deserved, guard, min(gpus))
+               for queue, gpus in taken.items())
 
 
 def plan(nodes: Sequence[Node], gangs: Iterable[WaitingGang], running: Sequence[RunningJob],

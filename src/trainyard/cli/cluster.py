@@ -92,11 +92,14 @@ def up(
     monitoring: bool = MONITORING,
     bare: bool = typer.Option(False, "--bare", help="Control plane and GPU nodes only, no local controllers: "
                               "deploy an in-cluster stack (controllersRunLocally: false) onto it; kwok runs its pods."),
+    reclaim: str = typer.Option(DEFAULT.reclaim, "--reclaim", help="The TrainJob controller's gang-aware reclaim: none "
+                                "or its rule (deserved, final-share, fair-sharing); for a stack whose "
+                                "scheduler.queuePlugin is capacity."),
 ) -> None:
     """Start the cluster; on a running cluster say so and change nothing."""
     spec = make_spec(name=name, nodes=nodes, gpus_per_node=gpus_per_node, gpu_product=gpu_product, racks=racks,
                      spines=spines, port_base=port_base, feature_gates=feature_gates, trainjob_controller=trainjob_controller,
-                     real_nodes=real_nodes, monitoring=monitoring)
+                     real_nodes=real_nodes, monitoring=monitoring, reclaim=reclaim)
     start(spec, provider, bare)
     print_status(name)
 

@@ -60,6 +60,11 @@ def run_command(
                                             "pod (0: not judged by logs)."),
     stalled_action: str = typer.Option("none", "--stalled-action", help="What a stall does beyond a Warning: none "
                                        "or suspend."),
+    reclaim: str = typer.Option("none", "--reclaim", help="Gang-aware reclaim: none, or the rule by which a waiting "
+                                "gang of a queue below its share gets whole TrainJobs of queues above theirs "
+                                "suspended (deserved, final-share, fair-sharing)."),
+    reclaim_holds: bool = typer.Option(True, "--reclaim-holds/--no-reclaim-holds",
+                                       help="Taint the nodes an eviction frees for its gang until it runs."),
 ) -> None:
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
@@ -69,7 +74,8 @@ def run_command(
                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
                          companions=start_estimates(start_estimates_every, default_run)
                          + budgets(prometheus, budgets_every)
-                         + stall_watch(stalled_after, stalled_log_after, stalled_action))
+                         + stall_watch(stalled_after, stalled_log_after, stalled_action)
+                         + gang_reclaim(reclaim, reclaim_holds))
     try:
         run(options)
     except UsageError as err:
@@ -120,6 +126,26 @@ def stall_watch(after_s: float, after_log_s: float, action: str) -> tuple:
         every = max(5.0, min(60.0, min(t for t in (after_s, after_log_s) if t > 0) / 4))
         return StallWatcher(api, after_s=after_s, action=action, period=every, after_log_s=after_log_s,
                             leading=leading)
+
+    return (factory,)
+
+
+def gang_reclaim(rule: str, holds: bool) -> tuple:
+    """The gang-aware reclaim loop beside the controller (`capacity.reclaimer`), unless `rule` is none: toward
+    each queue's deserved share as its Volcano Queue declares it (a fixed target, as Kueue's weights are: measured
+    on the trace, a target that moved with demand made queues evict each other back and forth)."""
+    from trainyard.tenant_policy import RECLAIM_RULES
+
+    if rule not in ("none",) + RECLAIM_RULES:
+        typer.echo(f"error: --reclaim {rule!r}: use one of none, {', '.join(RECLAIM_RULES)}", err=True)
+        raise typer.Exit(2)
+    if rule == "none":
+        return ()
+
+    def factory(api, leading):
+        from trainyard.capacity.reclaimer import Reclaimer
+
+        return Reclaimer(api, rule=rule, holds=holds, leading=leading)
 
     return (factory,)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
+from trainyard.tenant_policy import RECLAIM_RULES
 from trainyard.realnodes.spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -84,6 +85,10 @@ class ClusterSpec:
     GPU-hours from the cluster's Prometheus; 0: none)."""
     stalled_after: float = 1800.0
     """Seconds a TrainJob may hold GPUs with no trainerStatus progress before the controller flags it stalled."""
+    reclaim: str = "none"
+    """The controller's gang-aware reclaim (`trainyard controller run --reclaim`): none, or its rule. It takes back
+    what elastic queues lend, so it matters only once the stack's `scheduler.queuePlugin` is `capacity`."""
+    reclaim_holds: bool = True
     monitoring: bool = True
     """kube-state-metrics and Prometheus with trainyard's usage rules (`cluster.monitoring`); benchmarks and the
     test clusters that do not read usage turn it off."""
@@ -111,6 +116,8 @@ class ClusterSpec:
         if self.trainjob_controller not in TRAINJOB_CONTROLLERS:
             problems.append(f"--trainjob-controller {self.trainjob_controller!r}: use one of "
                             f"{', '.join(TRAINJOB_CONTROLLERS)}")
+        if self.reclaim not in ("none",) + RECLAIM_RULES:
+            problems.append(f"--reclaim {self.reclaim!r}: use one of none, {', '.join(RECLAIM_RULES)}")
         if not 0 <= self.real_nodes <= MAX_REAL_NODES:
             problems.append(f"--real-nodes {self.real_nodes}: choose 0 to {MAX_REAL_NODES} (each runs a kubelet "
                             "and a containerd on this machine)")

@@ -73,6 +73,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
         f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
         f"--start-estimates-every={spec.start_estimates_every}", f"--stalled-after={spec.stalled_after}",
+        f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds",
         *([f"--prometheus=http://127.0.0.1:{ports.port('prometheus')}", f"--budgets-every={spec.budgets_every}"]
           if spec.monitoring else [])]))
     if not wait_for_port(ports.port("controller_webhook"), 60, lambda: PROCESS in table.running()):
@@ -183,12 +184,20 @@ def switch_trainjob_controller(cluster_name: str, which: str, echo=print, client
     The CRDs are applied by the same field manager, so the other's versions and
     schemas are replaced, not merged.
     """
+    changes: dict = {"trainjob_controller": which}
+    if client_limits is not None:  # (qps, burst); qps < 0: no limit (benchmarks)
+        changes.update(controller_qps=client_limits[0], controller_burst=client_limits[1])
+    restart_trainjob_controller(cluster_name, echo, **changes)
+
+
+def restart_trainjob_controller(cluster_name: str, echo=print, **changes) -> None:
+    """Restart the running cluster's TrainJob controller with `changes` to its ClusterSpec (e.g. `reclaim`),
+    kept in the cluster's state for later restarts."""
     state = read_state(cluster_name)
     if not state:
         raise ClusterError(f"cluster {cluster_name!r} does not exist")
-    spec = dataclasses.replace(ClusterSpec(**state["spec"]), trainjob_controller=which)  # validates `which`
-    if client_limits is not None:  # (qps, burst); qps < 0: no limit (benchmarks)
-        spec = dataclasses.replace(spec, controller_qps=client_limits[0], controller_burst=client_limits[1])
+    spec = dataclasses.replace(ClusterSpec(**state["spec"]), **changes)  # validates the changes
+    which = spec.trainjob_controller
     check_built(spec)
     paths = ClusterPaths.for_name(cluster_name)
     stop_trainjob_controller(cluster_name)

@@ -34,6 +34,10 @@ from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
 
 NORMAL_POD_FADING = 0.8
 """network-topology-aware's default `hypernode.binpack.normal-pod.fading`."""
+RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S = 1.0, 2.0
+"""`capacity.reclaimer`'s protocol on the local cluster, as the model replays it: victims' pods go about 1 s after
+their TrainJobs are suspended, and their resumption follows the gang's start by 2-5 s (PodGroup status, the loop's
+period); read from the evictions and pod records of the real gang-capacity-reclaim trace runs."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,8 @@ class ModelPolicy:
     reclaim_holds: bool = False
     """The eviction's nodes are held for its gang (as `capacity.reserver` taints them) until it is placed."""
     reclaim_rule: str = reclaim.DESERVED
-    """Which gangs starve and which jobs may be evicted for them (`capacity.reclaim.DESERVED`, `FINAL_SHARE`)."""
+    """Which gangs starve and which jobs may be evicted for them (`capacity.reclaim.DESERVED`, `FINAL_SHARE`,
+    `FAIR_SHARING`)."""
 
 
 @dataclass

@@ -9,13 +9,14 @@ leaves out for a given stack is said in `Scenario.not_modelled`, never silently 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from trainyard.cluster.spec import block_of
 from trainyard.k8s import GPU_RESOURCE, quantity_or_none
 from trainyard.platform.stack_model import StackConfig, TenantSpec
-from trainyard.schedtrace.model import ModelNode, ModelPolicy
+from trainyard.capacity.reclaim import RECLAIM_AFTER_S
+from trainyard.schedtrace.model import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy
 
 UNRACKED = "rack-0", "spine-0"
 """A stack without a topology: one rack under one spine (no HyperNodes: hard-topology gangs never start)."""
@@ -116,6 +117,10 @@ def scenario(config: StackConfig) -> Scenario:
                              deserved={name: t.deserved_gpus for name, t in tenants.items()})
     else:
         policy = ModelPolicy(capability=capability)
+    if config.controller.reclaim != "none" and settings.queue_plugin == "capacity":  # the controller's reclaim loop
+        policy = replace(policy, reclaim_after_s=RECLAIM_AFTER_S, reclaim_rule=config.controller.reclaim,
+                         reclaim_holds=config.controller.reclaim_holds, evict_latency_s=RECLAIMER_EVICT_LATENCY_S,
+                         resume_lag_s=RECLAIMER_RESUME_LAG_S)
     notes = []
     if settings.profile != "gang":
         notes.append(f"scheduler.profile {settings.profile}: its preempt and reclaim actions are not replayed "

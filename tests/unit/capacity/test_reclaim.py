@@ -118,6 +118,12 @@ FS_RUNNING = [RunningJob(("ns", f"l{i}"), "lender", F(8), frozenset({f"n{i}"}), 
     (FINAL_SHARE, 48, Eviction(("ns", "g"), (("ns", "l1"), ("ns", "l2"), ("ns", "l3")), ("n1", "n2", "n3"))),
     # lender would keep 40 - 24 = 16 (share 1 < 4/3): each victim alone would do, the three together not
     (FINAL_SHARE, 40, None),
+    # fair-sharing: final share first (48: the same three)...
+    (R.FAIR_SHARING, 48, Eviction(("ns", "g"), (("ns", "l1"), ("ns", "l2"), ("ns", "l3")), ("n1", "n2", "n3"))),
+    # ...then Kueue's LessThanInitialShare: lender holds 40 - 16 = 24 (share 1.5 > 4/3) until its last victim goes
+    (R.FAIR_SHARING, 40, Eviction(("ns", "g"), (("ns", "l1"), ("ns", "l2"), ("ns", "l3")), ("n1", "n2", "n3"))),
+    # 32 - 16 = 16 before the last one goes: share 1, not above 4/3
+    (R.FAIR_SHARING, 32, None),
 ])
 def test_final_share_lets_a_big_gang_reclaim_while_its_victims_keep_at_least_its_share(rule, lender_holds, expected):
     allocated = {"lender": F(lender_holds), "mid": F(16), "poor": F(8)}

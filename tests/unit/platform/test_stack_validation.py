@@ -91,6 +91,10 @@ CASES = [
      "trainyard:tenants[team-a].budget", "set trainyard:controller.prometheusUrl"),
     ("prometheus url not a url", ("controller", "prometheusUrl"), "prometheus:9090",
      "trainyard:controller.prometheusUrl", "http://prometheus.monitoring.svc:9090"),
+    ("unknown reclaim rule", ("controller", "reclaim"), "fair", "trainyard:controller.reclaim",
+     "use one of none, deserved, final-share, fair-sharing"),
+    ("reclaim without elastic queues", ("controller", "reclaim"), "fair-sharing", "trainyard:controller.reclaim",
+     "set trainyard:scheduler.queuePlugin: capacity"),
 ]
 
 
@@ -221,3 +225,28 @@ def test_the_in_cluster_controller_gets_the_prometheus_url_and_the_rights_budget
     quiet = ControllerSpec(stalled_after_minutes=0)
     rules = next(o for o in ctl.render_controller_rbac(quiet) if o["kind"] == "ClusterRole")["rules"]
     assert not any("patch" in r["verbs"] and r["resources"] == ["namespaces"] for r in rules)
+
+
+def test_the_controller_runs_gang_reclaim_only_when_the_stack_asks_with_the_rights_it_needs():
+    from trainyard.platform import controller_objects as ctl
+    from trainyard.platform.stack_model import ControllerSpec
+
+    def command_and_rules(spec):
+        command = ctl.render_controller_deployment(spec)["spec"]["template"]["spec"]["containers"][0]["command"]
+        rules = next(o for o in ctl.render_controller_rbac(spec) if o["kind"] == "ClusterRole")["rules"]
+        return command, rules
+
+    taints = {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["patch"]}
+    command, rules = command_and_rules(ControllerSpec())
+    assert not any(a.startswith("--reclaim") for a in command) and taints not in rules
+    command, rules = command_and_rules(ControllerSpec(reclaim="fair-sharing"))
+    assert "--reclaim=fair-sharing" in command and "--reclaim-holds" in command and taints in rules
+    command, rules = command_and_rules(ControllerSpec(reclaim="final-share", reclaim_holds=False))
+    assert "--reclaim=final-share" in command and "--no-reclaim-holds" in command and taints not in rules
+
+
+def test_reclaim_with_elastic_queues_is_a_valid_stack(values, catalog):
+    values["scheduler"] = {**values.get("scheduler", {}), "queuePlugin": "capacity"}
+    values["controller"] = {**values.get("controller", {}), "reclaim": "fair-sharing", "reclaimHolds": False}
+    config = load_stack(values, file=FILE, catalog=catalog)
+    assert (config.controller.reclaim, config.controller.reclaim_holds) == ("fair-sharing", False)

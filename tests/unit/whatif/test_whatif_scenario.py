@@ -55,3 +55,19 @@ def test_what_the_model_does_not_replay_is_named():
     assert "fair-share" in notes and "parent queues" in notes and "guarantee" in notes
     assert scenario(prod).policy.queue_plugin == "capacity"
     assert scenario(prod).policy.deserved["llm-pretrain"] == 224
+
+
+def test_the_controllers_reclaim_is_replayed_when_the_stack_runs_it(tmp_path):
+    def elastic(reclaim):
+        def change(doc):
+            doc["config"]["trainyard:scheduler"] = {**doc["config"].get("trainyard:scheduler", {}),
+                                                    "queuePlugin": "capacity"}
+            doc["config"]["trainyard:controller"] = {**doc["config"].get("trainyard:controller", {}),
+                                                     "reclaim": reclaim}
+        return change
+
+    without = scenario(config(edited(local_document(), elastic("none")), tmp_path)).policy
+    assert without.queue_plugin == "capacity" and without.reclaim_after_s is None
+    policy = scenario(config(edited(local_document(), elastic("fair-sharing")), tmp_path)).policy
+    assert (policy.reclaim_after_s, policy.reclaim_rule, policy.reclaim_holds) == (10.0, "fair-sharing", True)
+    assert policy.evict_latency_s > 0 and policy.resume_lag_s > 0
