@@ -313,6 +313,11 @@ def check_budgets(config: StackConfig) -> list[ConfigProblem]:
                                  f"reclaim takes back what elastic queues lend, but queuePlugin "
                                  f"{config.scheduler.queue_plugin!r} lends nothing",
                                  f"set {NAMESPACE}:scheduler.queuePlugin: capacity, or controller.reclaim: none"))
+    elif controller.reclaim != "none" and config.controllers_run_locally:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.reclaim",
+                                 "this stack's controller is the local cluster's process, which the stack does not "
+                                 "configure", f"remove controller.reclaim and start the cluster with `trainyard "
+                                 f"cluster up --reclaim {controller.reclaim}` (then `trainyard up`)"))
     url = config.controller.prometheus_url
     if url and not re.match(r"^https?://[^\s/]+", url):
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.prometheusUrl", f"{url!r} is not an http(s) URL",

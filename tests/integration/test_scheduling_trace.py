@@ -26,6 +26,23 @@ SPEC = ClusterSpec(name="trainyard-trace-test", nodes=8, racks=4, spines=2, time
 CAPACITY = SPEC.nodes * SPEC.gpus_per_node
 
 
+def reserved_nodes(replay) -> list[str]:
+    """Nodes still carrying a reservation/hold taint (none may be left after a run)."""
+    from trainyard import k8s as K
+
+    return [n.metadata.name for n in replay.core.list_node().items for t in (n.spec.taints or [])
+            if t.key == K.RESERVATION_TAINT]
+
+
+def reclaimed_leftovers(api) -> list[str]:
+    """TrainJobs still suspended or marked as reclaimed (none may be left after a run)."""
+    from trainyard import k8s as K
+    from trainyard.capacity import live
+
+    return [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
+            if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
+
+
 @pytest.fixture(scope="module")
 def replay():
     ensure_built(*local.REQUIRED_TOOLS)
@@ -86,7 +103,6 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     """Elastic queues (`capacity`) let a backlog of one queue take every node that frees up, so a rack-bound
     gang of another queue could wait until the backlog is gone. With trainyard's reservation the gang gets the
     rack's nodes as soon as they drain, and no other pod is bound there meanwhile."""
-    from trainyard import k8s as K
     from trainyard.capacity import live
     from trainyard.capacity.reserver import Reserver
     from trainyard.queues.scheduler_config import SchedulerSettings
@@ -119,8 +135,7 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     assert intruders == []
     # without the reservation the backlog would have held every node until its first pods ended (~12 + 30 s)
     assert gang_start < min(p.ended for job, mine in pods.items() if job.startswith("b") for p in mine)
-    nodes = replay.core.list_node().items
-    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    assert reserved_nodes(replay) == []
     replay.clean()
 
 
@@ -178,11 +193,8 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     for name in {j.name for j in lender} - victims:
         assert len(pods[name]) == 1 and pods[name][0].succeeded
     assert M.partial_gangs([gang], pods, 1.0, record.end) == []
-    leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
-                 if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
-    assert leftovers == []
-    nodes = replay.core.list_node().items
-    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    assert reclaimed_leftovers(api) == []
+    assert reserved_nodes(replay) == []
     replay.clean()
 
 
@@ -240,8 +252,7 @@ def test_reclaim_withdraws_a_plan_the_scheduler_no_longer_needs_on_a_second_look
     assert {rack_of[p.node] for p in pods["g"]} == {other_rack}, pods["g"]
     for _, name in plan.victims:  # never evicted: one pod, run once to the end
         assert len(pods[name]) == 1 and pods[name][0].succeeded, pods[name]
-    nodes_now = replay.core.list_node().items
-    assert not [n.metadata.name for n in nodes_now for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    assert reserved_nodes(replay) == []
     replay.clean()
 
 
@@ -250,7 +261,6 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
     TrainJob controller, beside its reconciles. With the controller restarted with `fair-sharing`, a gang of a
     queue below its share waiting behind a lender's long TrainJobs gets two of them suspended whole in one rack,
     starts there, and the victims rerun; nothing stays suspended or tainted. Restarted without it afterwards."""
-    from trainyard import k8s as K
     from trainyard.capacity import live
     from trainyard.cluster.trainer_controllers import restart_trainjob_controller
     from trainyard.queues.scheduler_config import SchedulerSettings
@@ -278,9 +288,6 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
         assert not first.succeeded and first.ended <= gang_start + 1 and rest[-1].succeeded
     assert M.partial_gangs([gang], pods, 1.0, record.end) == []
     api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
-    leftovers = [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
-                 if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
-    assert leftovers == []
-    nodes = replay.core.list_node().items
-    assert not [n.metadata.name for n in nodes for t in (n.spec.taints or []) if t.key == K.RESERVATION_TAINT]
+    assert reclaimed_leftovers(api) == []
+    assert reserved_nodes(replay) == []
     replay.clean()

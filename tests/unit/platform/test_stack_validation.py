@@ -98,6 +98,7 @@ CASES = [
 ]
 
 
+
 @pytest.mark.parametrize("path,value,field,fix", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_names_file_field_and_fix(values, catalog, path, value, field, fix):
     if path == ("kubeContext",):
@@ -250,3 +251,13 @@ def test_reclaim_with_elastic_queues_is_a_valid_stack(values, catalog):
     values["controller"] = {**values.get("controller", {}), "reclaim": "fair-sharing", "reclaimHolds": False}
     config = load_stack(values, file=FILE, catalog=catalog)
     assert (config.controller.reclaim, config.controller.reclaim_holds) == ("fair-sharing", False)
+
+
+def test_reclaim_on_a_stack_whose_controller_is_the_local_clusters_says_where_it_is_set(values, catalog):
+    values["controllersRunLocally"] = "true"
+    values["scheduler"] = {**values.get("scheduler", {}), "queuePlugin": "capacity"}
+    values["controller"] = {**values.get("controller", {}), "reclaim": "fair-sharing"}
+    with pytest.raises(StackConfigError) as caught:
+        load_stack(values, file=FILE, catalog=catalog)
+    problems = [p for p in caught.value.problems if p.field == "trainyard:controller.reclaim"]
+    assert problems and "trainyard cluster up --reclaim fair-sharing" in problems[0].fix, caught.value.problems

@@ -2,6 +2,7 @@
 the model leaves out said aloud."""
 
 import pytest
+import yaml
 
 from trainyard.paths import repo_root
 from trainyard.platform.stack_source import read_stack_source
@@ -58,16 +59,13 @@ def test_what_the_model_does_not_replay_is_named():
 
 
 def test_the_controllers_reclaim_is_replayed_when_the_stack_runs_it(tmp_path):
-    def elastic(reclaim):
-        def change(doc):
-            doc["config"]["trainyard:scheduler"] = {**doc["config"].get("trainyard:scheduler", {}),
-                                                    "queuePlugin": "capacity"}
-            doc["config"]["trainyard:controller"] = {**doc["config"].get("trainyard:controller", {}),
-                                                     "reclaim": reclaim}
-        return change
-
-    without = scenario(config(edited(local_document(), elastic("none")), tmp_path)).policy
+    """The prod stack (elastic `capacity` queues, its controller in the cluster) with and without reclaim."""
+    prod = yaml.safe_load((repo_root() / "stacks" / "Pulumi.prod.yaml").read_text())
+    without = scenario(config(prod, tmp_path)).policy
     assert without.queue_plugin == "capacity" and without.reclaim_after_s is None
-    policy = scenario(config(edited(local_document(), elastic("fair-sharing")), tmp_path)).policy
+
+    def reclaiming(doc):
+        doc["config"]["trainyard:controller"]["reclaim"] = "fair-sharing"
+    policy = scenario(config(edited(prod, reclaiming), tmp_path)).policy
     assert (policy.reclaim_after_s, policy.reclaim_rule, policy.reclaim_holds) == (10.0, "fair-sharing", True)
     assert policy.evict_latency_s > 0 and policy.resume_lag_s > 0
