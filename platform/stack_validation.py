@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from trainyard.controller.feature_gates import parse_feature_gates
-from trainyard.tenant_policy import BUDGET_ACTIONS, BUDGET_PERIODS, RECLAIM_RULES, STALL_ACTIONS
+from trainyard.tenant_policy import BUDGET_ACTIONS, BUDGET_PERIODS, RECLAIM_CHOICES, STALL_ACTIONS
 from trainyard.k8s import GPU_RESOURCE, format_quantity
 from trainyard.platform.problems import WARNING, ConfigProblem
 from trainyard.platform.stack_reader import entry_labels, total
@@ -305,9 +305,9 @@ def check_budgets(config: StackConfig) -> list[ConfigProblem]:
     if controller.stalled_action not in STALL_ACTIONS:
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.stalledAction",
                                  f"{controller.stalled_action!r} is unknown", f"use one of {', '.join(STALL_ACTIONS)}"))
-    if controller.reclaim not in ("none",) + RECLAIM_RULES:
+    if controller.reclaim not in RECLAIM_CHOICES:
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.reclaim", f"{controller.reclaim!r} is unknown",
-                                 f"use one of none, {', '.join(RECLAIM_RULES)}"))
+                                 f"use one of {', '.join(RECLAIM_CHOICES)}"))
     elif controller.reclaim != "none" and config.scheduler.queue_plugin != "capacity":
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.reclaim",
                                  f"reclaim takes back what elastic queues lend, but queuePlugin "

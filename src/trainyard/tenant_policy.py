@@ -20,6 +20,8 @@ STALL_ACTIONS = ("none", "suspend")
 RECLAIM_RULES = ("deserved", "final-share", "fair-sharing")
 """The rules the controller's gang-aware reclaim may evict by (`trainyard.capacity.reclaim`); a stack's
 `controller.reclaim` names one, or `none`."""
+RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
+"""What `controller.reclaim`, `trainyard controller run --reclaim` and `cluster up --reclaim` accept."""
 
 
 @dataclass(frozen=True)

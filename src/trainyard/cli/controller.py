@@ -134,10 +134,10 @@ def gang_reclaim(rule: str, holds: bool) -> tuple:
     """The gang-aware reclaim loop beside the controller (`capacity.reclaimer`), unless `rule` is none: toward
     each queue's deserved share as its Volcano Queue declares it (a fixed target, as Kueue's weights are: measured
     on the trace, a target that moved with demand made queues evict each other back and forth)."""
-    from trainyard.tenant_policy import RECLAIM_RULES
+    from trainyard.tenant_policy import RECLAIM_CHOICES
 
-    if rule not in ("none",) + RECLAIM_RULES:
-        typer.echo(f"error: --reclaim {rule!r}: use one of none, {', '.join(RECLAIM_RULES)}", err=True)
+    if rule not in RECLAIM_CHOICES:
+        typer.echo(f"error: --reclaim {rule!r}: use one of {', '.join(RECLAIM_CHOICES)}", err=True)
         raise typer.Exit(2)
     if rule == "none":
         return ()

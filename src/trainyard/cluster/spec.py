@@ -16,7 +16,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
-from trainyard.tenant_policy import RECLAIM_RULES
+from trainyard.tenant_policy import RECLAIM_CHOICES
 from trainyard.realnodes.spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -116,8 +116,8 @@ class ClusterSpec:
         if self.trainjob_controller not in TRAINJOB_CONTROLLERS:
             problems.append(f"--trainjob-controller {self.trainjob_controller!r}: use one of "
                             f"{', '.join(TRAINJOB_CONTROLLERS)}")
-        if self.reclaim not in ("none",) + RECLAIM_RULES:
-            problems.append(f"--reclaim {self.reclaim!r}: use one of none, {', '.join(RECLAIM_RULES)}")
+        if self.reclaim not in RECLAIM_CHOICES:
+            problems.append(f"--reclaim {self.reclaim!r}: use one of {', '.join(RECLAIM_CHOICES)}")
         if not 0 <= self.real_nodes <= MAX_REAL_NODES:
             problems.append(f"--real-nodes {self.real_nodes}: choose 0 to {MAX_REAL_NODES} (each runs a kubelet "
                             "and a containerd on this machine)")
