@@ -10,7 +10,8 @@ webhook (AdmissionReview for the runtime and the TrainJob), the strict CLI check
 refusal must be a message a user can act on; anything raised that is not a ControllerError is an
 unexpected exception. Stack configs start from a valid stack and are broken the same way.
 
-Usage: .venv/bin/python bench/bad_input.py [--pairs 10000] [--stacks 2000] [--seed 0]
+Usage: .venv/bin/python bench/bad_input.py [--pairs 10000] [--stacks 2000] [--seed 0] [--out FILE]
+`--out` writes the counts as JSON with the run's command, commit, date and machine (bench/results/bad_input.json).
 The fast slice of `make test` (tests/unit/test_bad_input_properties.py) runs the same with small counts.
 """
 
@@ -18,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from trainyard import k8s as K
+from trainyard.benchkit import finish_record, run_record
 from trainyard.controller.admission import admission_review_response
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
@@ -313,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--stacks", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=0, help="0: derandomized (reproducible); otherwise random")
+    parser.add_argument("--out", help="write the counts here as JSON (bench/results/bad_input.json)")
     args = parser.parse_args(argv)
+    record = run_record(["bench/bad_input.py", *(sys.argv[1:] if argv is None else argv)])
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     start = time.monotonic()
     pair_tally = run_pairs(args.pairs, args.seed)
@@ -322,7 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     stack_tally = run_stacks(args.stacks, args.seed)
     _print("stack configs", stack_tally, time.monotonic() - middle, build=False)
     bad = sum((pair_tally.unexpected + pair_tally.unclear + stack_tally.unexpected + stack_tally.unclear).values())
+    if args.out:
+        record["results"] = {"pairs": _counts(pair_tally), "stacks": _counts(stack_tally),
+                             "seconds": round(time.monotonic() - start, 1)}
+        Path(args.out).write_text(json.dumps(finish_record(record), indent=2, sort_keys=True) + "\n")
     return 1 if bad else 0
+
+
+def _counts(tally: Tally) -> dict:
+    return {"generated": tally.generated, "admitted": tally.admitted, "refused": tally.refused,
+            "unexpected_exceptions": sum(tally.unexpected.values()), "unclear_messages": sum(tally.unclear.values()),
+            "unexpected_by_kind": dict(tally.unexpected), "unclear_by_kind": dict(tally.unclear)}
 
 
 if __name__ == "__main__":

@@ -16,15 +16,23 @@ from . import k8s
 from .build import build_objects
 from .errors import ControllerError, InputError
 from .failures import quota_never_fits
+from .pod_refusals import classify, pods_to_try
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
 from .schema import FieldError
-from .tenant_namespace import admission_lookups, jobset_annotations
+from .tenant_namespace import admission_lookups, jobset_annotations, service_account_errors
 from .trainjob_validation import validate_trainjob
 from .validation import Result, input_error, runtime_jobs
 
 __all__ = ["Result", "Lookup", "admission_review_response", "default_trainjob_patch", "validate_runtime",
            "validate_trainjob"]
+
+class DryRunPod(Protocol):
+    """Create `pod` with `dryRun=All` through every admission layer of the API server: None when it would be
+    admitted, else the API server's message."""
+
+    def __call__(self, pod: dict) -> str | None: ...
+
 
 class Lookup(Protocol):
     """Admission's reads: one object by kind and name (None when absent), or with `name` None a list."""
@@ -32,12 +40,13 @@ class Lookup(Protocol):
     def __call__(self, kind: str, name: str | None, namespace: str | None = None) -> Any: ...
 
 
-def admission_review_response(review: dict, lookup: Lookup) -> dict:
+def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunPod | None = None) -> dict:
     """Answer an admission.k8s.io/v1 AdmissionReview for TrainJob / (Cluster)TrainingRuntime.
 
     `lookup(kind, name, namespace)` returns a live object or None; it is asked for the referenced
     runtime, the TrainJob's JobSet, Volcano Queues and PriorityClasses; `lookup("ResourceQuota", None, ns)`
-    lists the namespace's ResourceQuotas (None or [] when unknown).
+    lists the namespace's ResourceQuotas (None or [] when unknown). `dry_run_pod`: when given, a new or changed
+    TrainJob's pods are dry-run created first (`pod_refusals`), and one the API server would refuse is refused.
     """
     request = (review or {}).get("request") or {}
     uid = request.get("uid", "")
@@ -50,7 +59,7 @@ def admission_review_response(review: dict, lookup: Lookup) -> dict:
         elif not isinstance(new, dict):
             result = Result(errors=[FieldError("object", "Required", "the AdmissionReview request has no object")])
         elif kind == C.TRAINJOB_KIND:
-            result = _review_trainjob(new, old, lookup)
+            result = _review_trainjob(new, old, lookup, dry_run_pod)
         elif kind in C.RUNTIME_KINDS:
             result = validate_runtime(new, old)
         else:
@@ -65,7 +74,7 @@ def admission_review_response(review: dict, lookup: Lookup) -> dict:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
+def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: DryRunPod | None = None) -> Result:
     try:
         trainjob = load_trainjob(new)
     except InputError as err:
@@ -95,7 +104,46 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup) -> Result:
     if result.allowed and loaded and old is None:
         quotas = lookup("ResourceQuota", None, namespace) or []
         result.errors += quota_errors(trainjob, loaded, cluster, quotas)
+    if result.allowed and loaded and not jobset and \
+            (old is None or K.mapping(old.get("spec")) != K.mapping(new.get("spec"))):
+        result.errors += pod_errors(trainjob, loaded, cluster, dry_run_pod)
     return result
+
+
+def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
+               dry_run_pod: DryRunPod | None) -> list[FieldError]:
+    """What the pods the Job controller would create may not be: run as a ServiceAccount the tenant was not given
+    (`tenant_namespace.service_account_errors`), or refused by the API server's admission layers (Pod Security,
+    LimitRange, ResourceQuota, ServiceAccount, admission policies and webhooks), found by a dry-run create of one
+    pod per replicated job. A refusal that repeating cannot cure refuses the TrainJob in the API server's words,
+    with the fix; a full quota or a busy webhook does not."""
+    try:
+        objects = build_objects(trainjob, runtime, cluster_objects)
+    except ControllerError:
+        return []  # validation already named what cannot be built
+    jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
+    if jobset is None:
+        return []
+    namespace = k8s.find_object(cluster_objects, "Namespace", k8s.namespace_of(trainjob))
+    errors = service_account_errors(jobset, namespace, _refused_field(trainjob))
+    if errors or dry_run_pod is None:
+        return errors
+    for job, pod in pods_to_try(jobset):
+        message = dry_run_pod(pod)
+        refusal = classify(f"replicated job {job}", message) if message else None
+        if refusal is not None:
+            errors.append(FieldError(_refused_field(trainjob), "Forbidden", refusal.text()))
+    return errors
+
+
+def _refused_field(trainjob: dict) -> str:
+    """Where the user most likely set what is refused: their runtimePatches / podTemplateOverrides, else the
+    runtime they named."""
+    spec = K.mapping(trainjob.get("spec"))
+    for key in ("runtimePatches", "podTemplateOverrides"):
+        if spec.get(key):
+            return f"spec.{key}"
+    return "spec.runtimeRef"
 
 
 def quota_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict], quotas: list[dict]) -> list[FieldError]:

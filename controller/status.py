@@ -60,7 +60,7 @@ def _set_suspended(status: dict, suspend: bool, now: str) -> None:
 
 def _copy_jobset_status(status: dict, jobset: dict, now: str) -> None:
     js_status = jobset.get("status") or {}
-    deadline_failed = (find_condition(status, C.COND_FAILED) or {}).get("reason") == C.REASON_DEADLINE_EXCEEDED
+    deadline_failed = controller_failed(status)
     for source, target in (("Completed", C.COND_COMPLETE), ("Failed", C.COND_FAILED)):
         cond = find_condition(js_status, source)
         if cond is None or cond.get("status") != "True":
@@ -107,6 +107,20 @@ def deadline_exceeded(status: dict) -> bool:
     """True when the JobSet must be deleted because the TrainJob ran past its deadline."""
     cond = find_condition(status, C.COND_FAILED)
     return bool(cond and cond.get("status") == "True" and cond.get("reason") == C.REASON_DEADLINE_EXCEEDED)
+
+
+def controller_failed(status: dict) -> bool:
+    """True when the controller itself failed the TrainJob (past its deadline, or pods the API server refuses):
+    its JobSet must be deleted, and a later JobSet condition must not overwrite the reason."""
+    cond = find_condition(status, C.COND_FAILED)
+    return bool(cond and cond.get("status") == "True" and cond.get("reason") in C.CONTROLLER_FAILURE_REASONS)
+
+
+def with_pods_refused(status: dict, message: str, now: str) -> dict:
+    """`status` failed because the API server refuses the TrainJob's pods (`pod_refusals.py`)."""
+    out = json_copy(status)
+    set_condition(out, _condition(C.COND_FAILED, "True", C.REASON_PODS_REFUSED, message), now)
+    return out
 
 
 def build_status(trainjob: dict, jobset: dict | None, now: str) -> dict:

@@ -43,17 +43,18 @@ def job_spec_unknown_fields(doc: dict, runtime: bool) -> list[FieldError]:
     index = field_index()
     if index is None:
         return []
-    spec = K.mapping(doc.get("spec"))
-    templates = [("spec.template.spec", ((spec.get("template") or {}).get("spec")))] if runtime else [
+    spec = K.mapping(doc.get("spec"))  # every level type-checked before it is walked: a list or a number is no map
+    patches = spec.get("runtimePatches")
+    templates = [("spec.template.spec", K.mapping(spec.get("template")).get("spec"))] if runtime else [
         (f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec",
-         (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec")) if isinstance(p, dict) else None)
-        for i, p in enumerate(spec.get("runtimePatches") or [])]
+         K.mapping(K.mapping(K.mapping(p).get("trainingRuntimeSpec")).get("template")).get("spec"))
+        for i, p in enumerate(patches if isinstance(patches, list) else [])]
     version = tool("kubernetes").version
     out = []
     for base, jobset in templates:
         jobs = jobset.get("replicatedJobs") if isinstance(jobset, dict) else None
         for i, job in enumerate(jobs if isinstance(jobs, list) else []):
-            job_spec = ((job.get("template") or {}).get("spec")) if isinstance(job, dict) else None
+            job_spec = K.mapping(K.mapping(job).get("template")).get("spec")
             for path, close in unknown_fields(job_spec, ROOT, index, f"{base}.replicatedJobs[{i}].template.spec"):
                 hint = f" (did you mean {close!r}?)" if close else ""
                 out.append(FieldError(path, "Unknown field", f"not a field of Kubernetes {version}'s Job or pod "

@@ -63,6 +63,9 @@ from .status import condition_true
 QUEUE = K.VOLCANO_QUEUE_ANNOTATION
 
 
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+
 @dataclass(frozen=True)
 class TenantPolicy:
     queue: str | None = None
@@ -71,6 +74,8 @@ class TenantPolicy:
     catalog_version: str | None = None  # the runtime catalog release the namespace pins
     demotion: tuple[str, dt.datetime] | None = None
     """(class, since): the tenant's budget is exhausted with demotePriority; TrainJobs created since get the class."""
+    service_accounts: tuple[str, ...] = (DEFAULT_SERVICE_ACCOUNT,)
+    """The ServiceAccounts a tenant's TrainJob pods may run as (a tenant namespace only)."""
 
     def demoted_class(self, trainjob: dict) -> str | None:
         """The class a budget demotion gives this TrainJob (created at or after the demotion), else None."""
@@ -89,7 +94,9 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     granted = annotations.get(K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
     classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
-    return TenantPolicy(queue=labels.get(K.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
+    accounts = annotations.get(K.NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION) or ""
+    return TenantPolicy(service_accounts=tuple(dict.fromkeys(
+                            [DEFAULT_SERVICE_ACCOUNT] + [n.strip() for n in accounts.split(",") if n.strip()])),queue=labels.get(K.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
                         default_priority_class=annotations.get(K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
                         catalog_version=labels.get(K.CATALOG_VERSION_LABEL) or None,
                         demotion=demotion(annotations.get(K.NAMESPACE_BUDGET_STATUS_ANNOTATION)))
@@ -257,6 +264,31 @@ def _policy_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) -
                                          f"the runtime's pods use priorityClassName {name!r}, which namespace {namespace} "
                                          f"was not granted; select a granted class with the label "
                                          f"{K.PRIORITY_CLASS_LABEL} ({_supported(allowed)})", name))
+    return errors
+
+
+SERVICE_ACCOUNT_FIX = ("remove serviceAccountName (pods run as \"default\"), or ask the platform team to list the "
+                       "account under the tenant's serviceAccounts in the stack")
+
+
+def service_account_errors(jobset: dict, namespace: dict | None, field: str) -> list[FieldError]:
+    """In a tenant namespace, pods run only as `default` or a ServiceAccount the tenant's stack entry lists: whatever
+    set it (the runtime, runtimePatches, podTemplateOverrides), the controller would otherwise create pods as an
+    identity the TrainJob's author may not hold (a confused deputy). Checked on the JobSet about to be made."""
+    policy = tenant_policy(namespace)
+    if policy.queue is None:
+        return []
+    errors = []
+    for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
+        pod = K.mapping(K.mapping(K.mapping(K.mapping(job).get("template")).get("spec")).get("template")).get("spec")
+        pod = K.mapping(pod)
+        for key in ("serviceAccountName", "serviceAccount"):  # the second: the deprecated alias pods still honour
+            name = pod.get(key)
+            if name and name not in policy.service_accounts:
+                errors.append(FieldError(field, "Forbidden",
+                                         f"replicated job {K.mapping(job).get('name')}: pods may not run as "
+                                         f"ServiceAccount {name!r} in namespace {k8s.name_of(namespace or {})} "
+                                         f"({_supported(policy.service_accounts)}); {SERVICE_ACCOUNT_FIX}", name))
     return errors
 
 

@@ -36,7 +36,13 @@ def controller_cluster_rules() -> list[dict]:
         # the quota check lists its ResourceQuotas so a gang beyond quota is reported on the TrainJob.
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},  # tenant defaults, from an informer
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list", "watch"]},  # from an informer
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},  # list: PodGroup verdicts
+        # list: PodGroup verdicts; watch: the Job controller's FailedCreate Events (pods the API server refuses)
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list", "watch"]},
+        # admission dry-runs the pods a TrainJob's Jobs will create (dryRun=All: nothing is stored; creating
+        # JobSets already lets the controller have any pod made); a refused pod's Job is read before the
+        # TrainJob is failed for it (pod_refusals.py)
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
         # start estimates (`capacity.start_estimator`): what holds the GPUs and where
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
         {"apiGroups": [K.VOLCANO_TOPOLOGY_GROUP], "resources": ["hypernodes"], "verbs": ["list"]},

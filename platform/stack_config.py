@@ -88,6 +88,7 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
         pod_security=tenant.scalar("podSecurity"),
         network_policy=TenantNetworkPolicy(**network.scalars()),
         budget=TenantBudget(**budget.scalars()) if budget.data else None,
+        service_accounts=tenant.names("serviceAccounts"),
     )
 
 

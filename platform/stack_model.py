@@ -112,6 +112,10 @@ class TenantSpec:
     pod_security: str | None = None
     network_policy: TenantNetworkPolicy = TenantNetworkPolicy()
     budget: TenantBudget | None = None
+    service_accounts: tuple[str, ...] = ()
+    """ServiceAccounts of the namespace (besides `default`) a TrainJob's pods may run as: a TrainJob names one
+    through its runtime, runtimePatches or podTemplateOverrides, and admission refuses any other, so a tenant
+    cannot borrow an identity the platform made for something else (a CI system's)."""
 
     @property
     def default_deny_network(self) -> bool | None:

@@ -16,7 +16,8 @@ import yaml
 
 from trainyard import yaml_input
 from trainyard.platform.problems import ConfigProblem
-from trainyard.platform.stack_config import stack_values
+from trainyard.platform.stack_config import NAMESPACE, stack_values
+from trainyard.problems import WARNING
 from trainyard.platform.stack_reader import entry_labels
 
 _TOKEN = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
@@ -31,6 +32,8 @@ class StackSource:
     lines: Lines
     problem: ConfigProblem | None = None
     """Set when the file cannot be read or parsed; `values` is then empty."""
+    misspelt: tuple[ConfigProblem, ...] = ()
+    """Warnings: config keys in a namespace a typo away from `trainyard:` (`misspelt_namespaces`)."""
 
 
 def read_stack_source(path: Path, file: str | None = None) -> StackSource:
@@ -71,7 +74,35 @@ def parse_stack_source(text: str, file: str) -> StackSource:
     config_node = _child(node, "config")
     if config_node is not None:
         _walk(config_node, (document or {}).get("config"), (), lines)
-    return StackSource(file, stack_values(document), lines)
+    return StackSource(file, stack_values(document), lines,
+                       misspelt=tuple(misspelt_namespaces((document or {}).get("config"), file, lines)))
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance (short strings: config namespaces)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def misspelt_namespaces(config: Any, file: str, lines: Lines | None = None) -> list[ConfigProblem]:
+    """Keys such as `trainyrd:scheduler`: Pulumi reads them as another provider's config, so nothing fails and the
+    stack silently loses the setting. A namespace within two edits of `trainyard` (case aside) is named, as a
+    warning with the rename as its fix (another provider's real namespace is never that close)."""
+    out = []
+    for key in config if isinstance(config, dict) else {}:
+        namespace, sep, name = str(key).partition(":")
+        if not sep or namespace == NAMESPACE or _distance(namespace.lower(), NAMESPACE) > 2:
+            continue
+        out.append(ConfigProblem(file, str(key), f"namespace {namespace!r} is not {NAMESPACE!r}: Pulumi treats it as "
+                                 f"another provider's config and trainyard never reads it",
+                                 f"rename the key to {NAMESPACE}:{name}", severity=WARNING,
+                                 line=(lines or {}).get((str(key),))))
+    return out
 
 
 def _child(node: Any, key: str) -> Any:

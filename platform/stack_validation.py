@@ -422,4 +422,4 @@ def check_stack_file(path: Path, file: str | None = None, catalog: Any = None) -
     if source.problem:
         return [source.problem]
     _, problems = check_stack(source.values, file=source.file, catalog=catalog or load_catalog(), lines=source.lines)
-    return problems
+    return list(source.misspelt) + problems

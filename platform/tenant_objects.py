@@ -30,6 +30,8 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
     out = {}
     if tenant.allowed_priority_classes:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
+    if tenant.service_accounts:
+        out[K.NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION] = ",".join(tenant.service_accounts)
     if tenant.default_priority_class:
         out[K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION] = tenant.default_priority_class
     if tenant.budget is not None:

@@ -14,6 +14,8 @@ import orjson
 from trainyard import k8s as K
 from trainyard.timestamps import now_time
 
+from ..pod_refusals import FAILED_CREATE_SELECTOR
+
 from .ratelimit import PerKindLimits
 from .transport import ApiError, Transport, access_from_kubeconfig, access_in_cluster
 
@@ -26,6 +28,8 @@ class Resource:
     kind: str
     plural: str
     namespaced: bool = True
+    # A watched subset: every list and watch of this resource carries it (an informer of only these objects).
+    field_selector: str = ""
 
     @property
     def base(self) -> str:
@@ -59,8 +63,12 @@ RESOURCES = {r.kind: r for r in [
     Resource("v1", "ResourceQuota", "resourcequotas"),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
+    Resource("v1", "Pod", "pods"),
+    Resource("batch/v1", "Job", "jobs"),
 ]}
 COSCHEDULING_PODGROUP = Resource(K.COSCHEDULING_API_VERSION, "PodGroup", K.PODGROUPS)
+# The Job controller's word that the API server refused a pod (`pod_refusals.py`): watched, kept in a store.
+FAILED_CREATE_EVENTS = Resource("v1", "Event", "events", field_selector=FAILED_CREATE_SELECTOR)
 
 
 def resource_for(obj_or_kind: dict | str, api_version: str | None = None) -> Resource:
@@ -202,6 +210,7 @@ class ApiServer:
 
     def list(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> dict:
+        field_selector = ",".join(s for s in (resource.field_selector, field_selector) if s)
         query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         return self._call("GET", resource.path(namespace), query=query)
 
@@ -216,6 +225,19 @@ class ApiServer:
     def create(self, obj: dict) -> dict:
         resource = resource_for(obj)
         return self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
+
+    def dry_run_create(self, obj: dict) -> str | None:
+        """Create `obj` with `dryRun=All` (every admission layer, nothing stored): None when the API server would
+        accept it, else its message. Raised: 401/403 for this caller's own rights (RBAC), and 5xx."""
+        resource = resource_for(obj)
+        try:
+            self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj, query={"dryRun": "All"})
+        except ApiError as exc:
+            message = api_message(exc)
+            if exc.status >= 500 or exc.status == 401 or (exc.status == 403 and "cannot create resource" in message):
+                raise
+            return message
+        return None
 
     def replace(self, obj: dict) -> dict:
         """PUT the whole object; its metadata.resourceVersion makes it a compare-and-swap (409 if it moved)."""
@@ -257,6 +279,8 @@ class ApiServer:
         query = {"watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "true"}
         if resource_version:
             query["resourceVersion"] = resource_version
+        if resource.field_selector:
+            query["fieldSelector"] = resource.field_selector
         response = self._send("GET", resource.path(), counted_as="WATCH", query=query,
                               headers={"Accept": "application/json"}, stream=True)
         try:
@@ -294,6 +318,14 @@ def event_body(involved: dict, reason: str, message: str, *, event_type: str, ac
         "source": {"component": component}, "reportingComponent": component,
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
+
+
+def api_message(exc: ApiError) -> str:
+    """The API server's own words for a refusal (the Status body's message)."""
+    try:
+        return str((orjson.loads(exc.body or b"{}") or {}).get("message") or f"{exc.status} {exc.reason}")
+    except (TypeError, ValueError, orjson.JSONDecodeError):
+        return str(exc.body or f"{exc.status} {exc.reason}")
 
 
 def as_view(api: ApiServer) -> ApiView:

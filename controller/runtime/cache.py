@@ -77,6 +77,11 @@ class Store:
             self.applied = {key: record for key, record in self.applied.items() if key in self.objects}
         self.synced.set()
 
+    def keys(self) -> list[Key]:
+        """Every stored (namespace, name), nothing decoded."""
+        with self.lock:
+            return list(self.objects)
+
     def snapshot(self) -> dict[Key, dict]:
         """Every stored object by key, decoded (a relist compares them; plain lists read them)."""
         with self.lock:
@@ -205,6 +210,9 @@ class CachedReads:
         store = self.stores.get(resource)
         if store is not None:
             store.remove({"metadata": {"name": name, "namespace": namespace}})
+
+    def dry_run_create(self, obj: dict) -> str | None:
+        return self.api.dry_run_create(obj)
 
     def event(self, involved: dict, reason: str, message: str, *, name: str | None = None, **details: str) -> None:
         """`details`: ApiServer.event's type, action and component (the companion loops' Events set them)."""

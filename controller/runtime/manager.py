@@ -25,7 +25,8 @@ from ..errors import ControllerError
 from ..plugins.framework import StatusServerConfig
 from ..snapshot_seal import SEAL_SECRET, SEAL_SECRET_KEY
 from ..tenant_namespace import gang_admitted
-from .apiserver import COSCHEDULING_PODGROUP, RESOURCES, ApiServer, NotLeader, Resource
+from ..pod_refusals import owning_jobset_name
+from .apiserver import COSCHEDULING_PODGROUP, FAILED_CREATE_EVENTS, RESOURCES, ApiServer, NotLeader, Resource
 from .cache import CachedReads, Store
 from .informer import LISTED, Informer
 from .leader import LeaderElector
@@ -116,6 +117,7 @@ class Manager:
                     (RESOURCES["JobSet"], RESOURCES["PodGroup"], COSCHEDULING_PODGROUP)]
         watched += [(resource, self._on_owned, Store(resource, keep=is_controlled_by_a_trainjob)) for resource in
                     (RESOURCES["ConfigMap"], RESOURCES["Secret"])]
+        watched.append((FAILED_CREATE_EVENTS, self._on_failed_create, Store(FAILED_CREATE_EVENTS)))
         watched += [(RESOURCES[kind], _ignore, Store(RESOURCES[kind]))
                     for kind in ("TrainingRuntime", "ClusterTrainingRuntime", "Queue", "Namespace", "ResourceQuota")]
         self.informers = [Informer(api, resource, handler, settings.resync_seconds, relisted, store=store)
@@ -143,6 +145,21 @@ class Manager:
             self.admitted_at.setdefault(owner, time.monotonic())
             self.queue.add(owner, ADMITTED_PRIORITY)
         else:
+            self.queue.add(owner, priority_of(event))
+
+    def _on_failed_create(self, event: str, obj: dict) -> None:
+        """The Job controller could not create a pod of some Job: reconcile the TrainJob whose JobSet made that Job
+        (the reconcile checks the Job itself before it believes the Event)."""
+        if event == "DELETED":
+            return
+        involved = obj.get("involvedObject") or {}
+        namespace = involved.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+        jobsets = self.stores[RESOURCES["JobSet"]]
+        names = [name for (ns, name) in jobsets.keys() if ns == namespace]
+        jobset_name = owning_jobset_name(str(involved.get("name") or ""), names)
+        jobset = jobsets.get(jobset_name, namespace) if jobset_name else None
+        owner = owner_trainjob(jobset) if jobset else None
+        if owner:
             self.queue.add(owner, priority_of(event))
 
     def resumes(self, owner: Key, obj: dict) -> bool:

@@ -29,16 +29,16 @@ from trainyard.k8s import resource_version
 from trainyard import k8s as K
 from trainyard.timestamps import now_time
 from .. import constants as C
-from .. import failures, gang_pending
+from .. import failures, gang_pending, pod_refusals
 from ..build import build_objects, is_managed_by_us
 from ..errors import ControllerError, PreflightError
 from ..plugins import REGISTRY, framework
 from ..plugins.framework import StatusServerConfig
 from ..snapshot import runtime_key, snapshot_name, stored_runtime_document
-from ..status import build_status, deadline_exceeded, requeue_after_seconds
-from ..tenant_namespace import failed_pod_group, tenant_runtime_document
+from ..status import build_status, controller_failed, is_finished, requeue_after_seconds, with_pods_refused
+from ..tenant_namespace import failed_pod_group, service_account_errors, tenant_runtime_document
 from . import gang_events
-from .apiserver import RESOURCES, ApiView, Resource, resource_for
+from .apiserver import FAILED_CREATE_EVENTS, RESOURCES, ApiView, Resource, resource_for
 from .apply_record import edit_basis
 from .transport import ApiError
 
@@ -116,7 +116,7 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     try:
         objects = build_objects(trainjob, runtime, existing + namespace_objects, status_server=status_server,
                                 plugins=plugins, seal_key=seal_key)
-        failure = _preflight(api, namespace, objects, existing)
+        failure = _preflight(api, namespace, objects, existing, next(iter(namespace_objects), None))
         if failure is not None:
             error = PreflightError(failure.message)
         else:
@@ -137,8 +137,13 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     status = failures.with_failure(build_status(trainjob, jobset, now), failure, now)
     if failure is not None and failures.is_new(trainjob.get("status") or {}, failure):
         api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
-    waiting_gang = gang_events.report(api, trainjob, existing) if failure is None else None  # as an Event
-    if deadline_exceeded(status) and jobset is not None:
+    existed = any(o.get("kind") == "JobSet" for o in existing)  # a JobSet made by this reconcile has no Job yet
+    refusal = pods_refused(api, {**trainjob, "status": status}, jobset) if failure is None and existed else None
+    if refusal is not None:  # the TrainJob fails: its JobSet (below) and PodGroup go, the queue is free again
+        status = with_pods_refused(status, refusal.text(), now)
+        api.event(trainjob, pod_refusals.EVENT_PODS_REFUSED, refusal.text())
+    waiting_gang = gang_events.report(api, trainjob, existing) if failure is None and refusal is None else None
+    if controller_failed(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
     failed_group = failed_pod_group({**trainjob, "status": status}, existing, next(iter(namespace_objects), None))
     if failed_group is not None:  # it would hold the tenant's queue (see tenant_namespace.py)
@@ -156,6 +161,25 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     if recheck is not None:
         requeue = recheck if requeue is None else min(requeue, recheck)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
+
+
+def pods_refused(api: ApiView, trainjob: dict, jobset: dict | None) -> pod_refusals.Refusal | None:
+    """A refusal of this running JobSet's pods that repeating cannot cure (`pod_refusals.py`): the Job controller's
+    FailedCreate Event (from the controller's Events store: no request) names it, the Job's own status confirms it
+    (one GET, only then)."""
+    if jobset is None or is_finished(trainjob) or K.mapping(jobset.get("spec")).get("suspend") \
+            or pod_refusals.has_pods(jobset):
+        return None
+    namespace = trainjob["metadata"]["namespace"]
+    events = api.list(FAILED_CREATE_EVENTS, namespace).get("items") or []
+    for event in pod_refusals.candidate_events(jobset, events)[:3]:
+        refusal = pod_refusals.refusal_of(event)
+        if refusal is None:
+            continue
+        job = api.get(RESOURCES["Job"], str(K.mapping(event.get("involvedObject")).get("name")), namespace)
+        if pod_refusals.confirmed(event, job, jobset):
+            return refusal
+    return None
 
 
 def _runtime_missing(trainjob: dict, runtime: dict | None, has_snapshot: bool) -> bool:
@@ -176,15 +200,20 @@ def _namespace(api: ApiView, namespace: str) -> list[dict]:
     return [found] if found else []
 
 
-def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list[dict]) -> failures.Failure | None:
+def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list[dict],
+               namespace_object: dict | None) -> failures.Failure | None:
     """Causes the API server would not report at apply time: a missing Volcano queue, and (when the JobSet
-    is about to be created) a gang larger than a ResourceQuota's hard limit."""
+    is about to be created) pods running as a ServiceAccount the tenant was not given, or a gang larger than a
+    ResourceQuota's hard limit."""
     missing = [q for q in dict.fromkeys(failures.volcano_queues(objects)) if api.get(RESOURCES["Queue"], q) is None]
     if missing:
         return failures.queue_failure(missing)
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
     if jobset is None or any(o["kind"] == "JobSet" for o in existing):
         return None
+    borrowed = service_account_errors(jobset, namespace_object, "spec")
+    if borrowed:  # admission refuses it; this holds when the webhook was bypassed or the grant was withdrawn since
+        return failures.Failure(C.REASON_SERVICE_ACCOUNT_NOT_ALLOWED, borrowed[0].message)
     try:
         quotas = api.list(RESOURCES["ResourceQuota"], namespace).get("items") or []
     except ApiError as exc:

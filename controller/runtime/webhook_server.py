@@ -55,8 +55,28 @@ def make_lookup(api: ApiView):
     return lookup
 
 
+def make_dry_run_pod(api):
+    """`admission.DryRunPod` on the controller's own identity. A refusal of the controller itself (deployed without
+    pods create, an API server error) is no verdict on the TrainJob: logged once, and the pods go unchecked (the
+    reconciler still notices a refusal at run time)."""
+    warned = []
+
+    def dry_run_pod(pod: dict) -> str | None:
+        try:
+            return api.dry_run_create(pod)
+        except ApiError as exc:
+            if not warned:
+                warned.append(True)
+                log.warning(json.dumps({"msg": "cannot dry-run pods: admission does not foresee pod refusals",
+                                        "status": exc.status, "error": str(exc)[:300]}))
+            return None
+
+    return dry_run_pod
+
+
 def serve_webhooks(api: ApiView, address: str, cert_dir: str) -> ThreadingHTTPServer:
     lookup = make_lookup(api)
+    dry_run_pod = make_dry_run_pod(api)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 (http.server API)
@@ -67,7 +87,7 @@ def serve_webhooks(api: ApiView, address: str, cert_dir: str) -> ThreadingHTTPSe
             length = int(self.headers.get("Content-Length", "0"))
             try:
                 review = json.loads(self.rfile.read(length))
-                answer = admission_review_response(review, lookup)
+                answer = admission_review_response(review, lookup, dry_run_pod)
             except Exception as exc:  # never crash the server on one bad review
                 log.warning(json.dumps({"msg": "admission review failed", "error": str(exc)[:300]}))
                 uid = ((locals().get("review") or {}).get("request") or {}).get("uid", "")

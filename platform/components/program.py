@@ -51,7 +51,7 @@ def checked_stack(values: dict[str, Any], stack: str, catalog: Catalog) -> Stack
     file = f"stacks/Pulumi.{stack}.yaml"
     source = read_stack_source(Path(file), file)  # line numbers only; Pulumi's resolved values are the truth
     config, problems = check_stack(values, file=file, catalog=catalog, lines=source.lines)
-    for problem in warnings_of(problems):
+    for problem in list(source.misspelt) + warnings_of(problems):
         pulumi.log.warn(str(problem))
     errors = errors_of(problems)
     if errors:

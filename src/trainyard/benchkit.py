@@ -145,3 +145,30 @@ class ChildrenWatch:
     def count(self, keys: Iterable[tuple[str, str]]) -> int:
         with self.lock:
             return sum(1 for key in keys if key in self.both)
+
+
+def run_record(argv: list[str]) -> dict:
+    """What every results file says about its run: the command line, the commit (with `+dirty` when the tree has
+    uncommitted changes), the UTC time and the machine (cores, 1-minute load average when it began)."""
+    import datetime as dt
+    import os
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    return {"command": " ".join(argv), "commit": commit + ("+dirty" if git("status", "--porcelain", "-uno") else ""),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": {"cores": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2)}}
+
+
+def finish_record(record: dict) -> dict:
+    """`record` with the load average at the end of the run."""
+    import os
+
+    record["machine"]["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+    return record

@@ -95,6 +95,8 @@ TENANT_LABEL = f"{TRAINYARD_DOMAIN}/tenant"
 NAMESPACE_QUEUE_LABEL = f"{TRAINYARD_DOMAIN}/queue"
 NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  # comma-separated
 NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
+# ServiceAccounts a tenant's TrainJob pods may run as besides `default` (comma-separated; the stack's serviceAccounts)
+NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION = f"{TRAINYARD_DOMAIN}/service-accounts"
 NAMESPACE_BUDGET_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget"
 """A tenant's GPU-hour budget as the platform renders it (JSON: gpuHours, period, action, demoteTo)."""
 NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"

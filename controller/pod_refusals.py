@@ -1,0 +1,216 @@
+"""Pods the API server refuses: foreseen at admission, noticed at run time, never left holding a queue.
+
+A TrainJob's pods are created late, by the Job controller, after Volcano admitted the whole gang and reserved
+its share of the queue. Every admission layer between the TrainJob and a running pod can still refuse them
+there: Pod Security admission, LimitRange min/max, a ResourceQuota that could never hold the pod, the
+ServiceAccount admission plugin (unknown account), ValidatingAdmissionPolicies and webhooks. The Job
+controller then retries forever and records the refusal only as a `FailedCreate` Event on a Job nobody
+looks at, while the PodGroup keeps the gang's GPUs reserved.
+
+trainyard handles that class in two places, with the same words (the API server's own):
+- admission (`admission.pod_errors`): the webhook dry-runs one pod per replicated job of the JobSet the
+  controller would build (`dryRun=All`, through every admission layer of the API server) and refuses the
+  TrainJob with the API server's message and the fix; `trainyard fit` gets the same answer through its
+  dry-run create of the TrainJob.
+- run time (`find_refusal`, from the reconciler): a policy added later or a race is noticed from the Job
+  controller's `FailedCreate` Event, checked against what only the Job controller writes (the Job's status
+  shows no pod and the Job belongs to this JobSet), and the TrainJob is failed (condition Failed, reason
+  `PodsRefused`, the API server's message and the fix; one Warning Event). Failing it releases everything
+  it held: its JobSet is deleted (no more retries) and its Volcano PodGroup with it.
+
+Only refusals that repeating cannot cure count: a ResourceQuota that is merely full now (other pods hold
+it), a webhook that did not answer or an API server that is busy are transient, and are left to the
+controller's gang start timeout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from trainyard import k8s as K
+from trainyard.k8s import parse_quantity
+from trainyard.timestamps import parse_time
+
+from . import constants as C
+from . import k8s
+
+REASON_PODS_REFUSED = C.REASON_PODS_REFUSED
+EVENT_PODS_REFUSED = "TrainJobPodsRefused"
+JOB_CONTROLLER = "job-controller"
+FAILED_CREATE = "FailedCreate"
+# The Events informer's selector: only what the Job controller says when the API server refuses a pod.
+FAILED_CREATE_SELECTOR = f"involvedObject.kind=Job,reason={FAILED_CREATE}"
+
+# (pattern in the API server's message, the fix): the refusals repeating cannot cure.
+_PERMANENT = (
+    (re.compile(r"violates PodSecurity"),
+     "remove what the namespace's Pod Security level forbids from the pod template (the TrainJob's "
+     "runtimePatches or podTemplateOverrides, or the runtime), or ask the platform team for another level"),
+    (re.compile(r"(maximum|minimum) \S+ usage per (Container|Pod)|must be less than or equal to \S+ limit|"
+                r"(max|min) limit to request ratio"),
+     "keep every container's requests and limits within the namespace's LimitRange "
+     "(kubectl describe limitrange -n NAMESPACE)"),
+    (re.compile(r"error looking up service account|serviceaccount \"[^\"]*\" not found"),
+     "name a ServiceAccount that exists in the namespace and that the platform allows for training"),
+    (re.compile(r"ValidatingAdmissionPolicy .* denied request|admission webhook .* denied the request"),
+     "change what the policy names, or ask the platform team which policy applies"),
+    (re.compile(r"\bis invalid\b|\bInvalid value\b|\bRequired value\b|\bUnsupported value\b"),
+     "fix the field the API server names in the pod template (runtimePatches or the runtime)"),
+)
+_QUOTA = re.compile(r"exceeded quota: ([^,]+), requested: ([^,]+(?:,[^,=]+=[^,]+)*), used: .*?, limited: (.*)$")
+QUOTA_FIX = "use a priority class and resources the namespace's ResourceQuotas allow, or ask for a larger quota"
+# Transient words that may sit inside a message the patterns above would otherwise match.
+_TRANSIENT = re.compile(r"failed calling webhook|context deadline exceeded|connection refused|"
+                        r"because it is being terminated|please try again|the server is currently unable")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    job: str  # the replicated job (admission) or the Job (run time) whose pod was refused
+    message: str  # the API server's words
+    fix: str
+
+    def text(self) -> str:
+        return f"the API server refuses the pods of {self.job}: {self.message}; fix: {self.fix}"
+
+
+def _quota_never_fits(message: str) -> bool:
+    """A quota refusal that no amount of waiting cures: for some resource the pod alone asks more than the limit
+    ("requested: pods=1, used: pods=0, limited: pods=0")."""
+    found = _QUOTA.search(message)
+    if not found:
+        return False
+    requested = dict(part.split("=", 1) for part in found.group(2).split(",") if "=" in part)
+    limited = dict(part.split("=", 1) for part in found.group(3).split(",") if "=" in part)
+    for resource, amount in requested.items():
+        if resource.strip() in {r.strip() for r in limited}:
+            limit = limited[next(r for r in limited if r.strip() == resource.strip())]
+            try:
+                if parse_quantity(amount.strip(), resource) > parse_quantity(limit.strip(), resource):
+                    return True
+            except (ValueError, TypeError):
+                continue
+    return False
+
+
+def permanent_fix(message: str) -> str | None:
+    """The fix for a refusal that repeating cannot cure; None for a transient one (or a message not understood)."""
+    if not message or _TRANSIENT.search(message):
+        return None
+    if "exceeded quota" in message:
+        return QUOTA_FIX if _quota_never_fits(message) else None
+    for pattern, fix in _PERMANENT:
+        if pattern.search(message):
+            return fix
+    return None
+
+
+def classify(job: str, message: str) -> Refusal | None:
+    fix = permanent_fix(message)
+    return Refusal(job=job, message=message.removeprefix("Error creating: "), fix=fix) if fix else None
+
+
+# ---- admission: the pods to dry-run ---------------------------------------------------------------------
+
+def pods_to_try(jobset: dict) -> list[tuple[str, dict]]:
+    """(replicated job name, a Pod as the Job controller would create it) for each replicated job of the JobSet:
+    the pod template's labels, annotations and spec in the JobSet's namespace, named from the Job's pod names."""
+    out = []
+    namespace, name = k8s.namespace_of(jobset), k8s.name_of(jobset)
+    for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
+        if not isinstance(job, dict):
+            continue
+        template = K.mapping(K.mapping(K.mapping(job.get("template")).get("spec")).get("template"))
+        meta = K.mapping(template.get("metadata"))
+        pod_meta = {"generateName": f"{name}-{job.get('name', '')}-0-0-"[:58], "namespace": namespace}
+        for key in ("labels", "annotations"):
+            if isinstance(meta.get(key), dict) and meta[key]:
+                pod_meta[key] = dict(meta[key])
+        out.append((str(job.get("name", "")), {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                                               "spec": K.json_copy(K.mapping(template.get("spec")))}))
+    return out
+
+
+# ---- run time: the Job controller's FailedCreate Events ------------------------------------------------
+
+def _job_names(jobset: dict) -> dict[str, str]:
+    """Job name -> replicated job, for the Jobs the JobSet controller makes ("<jobset>-<replicated job>-<index>")."""
+    name = k8s.name_of(jobset)
+    out = {}
+    for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
+        if isinstance(job, dict):
+            for index in range(int(job.get("replicas") or 1)):
+                out[f"{name}-{job.get('name', '')}-{index}"] = str(job.get("name", ""))
+    return out
+
+
+def _event_time(event: dict) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
+def candidate_events(jobset: dict, events: Iterable[dict]) -> list[dict]:
+    """The Job controller's FailedCreate Events about this JobSet's Jobs, not older than the JobSet, newest first.
+    An Event only names a suspect: `confirmed` checks the Job itself, which tenants cannot write."""
+    names = _job_names(jobset)
+    created = K.mapping(jobset.get("metadata")).get("creationTimestamp") or ""
+    found = []
+    for event in events:
+        involved = K.mapping(event.get("involvedObject"))
+        source = K.mapping(event.get("source")).get("component") or event.get("reportingComponent")
+        if event.get("reason") != FAILED_CREATE or involved.get("kind") != "Job" or source != JOB_CONTROLLER \
+                or involved.get("namespace", k8s.namespace_of(event)) != k8s.namespace_of(jobset) \
+                or involved.get("name") not in names:
+            continue
+        try:
+            if created and parse_time(_event_time(event)) < parse_time(created):
+                continue
+        except ValueError:
+            continue
+        found.append(event)
+    return sorted(found, key=_event_time, reverse=True)
+
+
+def confirmed(event: dict, job: dict | None, jobset: dict) -> bool:
+    """Whether the Job the Event names is this JobSet's (controller owner uid) and has no pod at all: what the Job
+    controller writes in its status, which a tenant cannot forge."""
+    if job is None:
+        return False
+    meta = K.mapping(job.get("metadata"))
+    involved = K.mapping(event.get("involvedObject"))
+    if involved.get("uid") and meta.get("uid") != involved.get("uid"):
+        return False
+    owner = next((ref for ref in meta.get("ownerReferences") or [] if isinstance(ref, dict) and ref.get("controller")),
+                 None)
+    if owner is None or owner.get("uid") != K.mapping(jobset.get("metadata")).get("uid"):
+        return False
+    status = K.mapping(job.get("status"))
+    return not any(int(status.get(key) or 0) for key in ("active", "ready", "succeeded", "failed", "terminating"))
+
+
+def has_pods(jobset: dict) -> bool:
+    """Whether the JobSet controller counts a pod in any of its Jobs (then nothing was refused for good): the
+    reconcile of a running gang asks nothing more."""
+    return any(int(K.mapping(status).get(key) or 0) for status in
+               K.mapping(jobset.get("status")).get("replicatedJobsStatus") or []
+               for key in ("active", "ready", "succeeded", "failed"))
+
+
+def refusal_of(event: dict) -> Refusal | None:
+    return classify(f"Job {K.mapping(event.get('involvedObject')).get('name', '')}", str(event.get("message") or ""))
+
+
+def owning_jobset_name(job_name: str, jobset_names: Iterable[str]) -> str | None:
+    """The JobSet (among `jobset_names` of the namespace) whose Jobs are named "<jobset>-<replicated job>-<index>":
+    the longest name that prefixes `job_name` and leaves "-<something>-<digits>"."""
+    best = None
+    for name in jobset_names:
+        rest = job_name[len(name):]
+        if job_name.startswith(name + "-") and re.fullmatch(r"-.+-\d+", rest) and (best is None or len(name) > len(best)):
+            best = name
+    return best
+
+
+__all__ = ["REASON_PODS_REFUSED", "EVENT_PODS_REFUSED", "FAILED_CREATE_SELECTOR", "Refusal", "permanent_fix",
+           "classify", "pods_to_try", "candidate_events", "confirmed", "has_pods", "refusal_of", "owning_jobset_name"]
