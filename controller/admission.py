@@ -20,7 +20,7 @@ from .pod_refusals import classify, pods_to_try
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
 from .schema import FieldError
-from .tenant_namespace import admission_lookups, jobset_annotations, service_account_errors
+from .tenant_namespace import admission_lookups, jobset_annotations, pod_policy_errors
 from .trainjob_validation import validate_trainjob
 from .validation import Result, input_error, runtime_jobs
 
@@ -113,7 +113,7 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: D
 def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
                dry_run_pod: DryRunPod | None) -> list[FieldError]:
     """What the pods the Job controller would create may not be: run as a ServiceAccount the tenant was not given
-    (`tenant_namespace.service_account_errors`), or refused by the API server's admission layers (Pod Security,
+    (`tenant_namespace.pod_policy_errors`), or refused by the API server's admission layers (Pod Security,
     LimitRange, ResourceQuota, ServiceAccount, admission policies and webhooks), found by a dry-run create of one
     pod per replicated job. A refusal that repeating cannot cure refuses the TrainJob in the API server's words,
     with the fix; a full quota or a busy webhook does not."""
@@ -125,7 +125,7 @@ def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
     if jobset is None:
         return []
     namespace = k8s.find_object(cluster_objects, "Namespace", k8s.namespace_of(trainjob))
-    errors = service_account_errors(jobset, namespace, _refused_field(trainjob))
+    errors = pod_policy_errors(jobset, namespace, _refused_field(trainjob))
     if errors or dry_run_pod is None:
         return errors
     for job, pod in pods_to_try(jobset):

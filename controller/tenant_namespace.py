@@ -49,7 +49,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Iterable
 
-from trainyard.tenant_policy import demotion
+from trainyard.tenant_policy import DEFAULT_MAX_GRACE_SECONDS, demotion
 from trainyard.k8s import runtime_jobs
 from trainyard.timestamps import parse_time
 
@@ -76,6 +76,8 @@ class TenantPolicy:
     """(class, since): the tenant's budget is exhausted with demotePriority; TrainJobs created since get the class."""
     service_accounts: tuple[str, ...] = (DEFAULT_SERVICE_ACCOUNT,)
     """The ServiceAccounts a tenant's TrainJob pods may run as (a tenant namespace only)."""
+    max_grace_seconds: int = DEFAULT_MAX_GRACE_SECONDS
+    """The longest terminationGracePeriodSeconds its pods may ask (a tenant namespace only)."""
 
     def demoted_class(self, trainjob: dict) -> str | None:
         """The class a budget demotion gives this TrainJob (created at or after the demotion), else None."""
@@ -95,7 +97,9 @@ def tenant_policy(namespace: dict | None) -> TenantPolicy:
     granted = annotations.get(K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION)
     classes = tuple(n.strip() for n in granted.split(",") if n.strip()) if granted else None
     accounts = annotations.get(K.NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION) or ""
-    return TenantPolicy(service_accounts=tuple(dict.fromkeys(
+    grace = str(annotations.get(K.NAMESPACE_MAX_GRACE_ANNOTATION) or "")
+    return TenantPolicy(max_grace_seconds=int(grace) if grace.isdigit() else DEFAULT_MAX_GRACE_SECONDS,
+                        service_accounts=tuple(dict.fromkeys(
                             [DEFAULT_SERVICE_ACCOUNT] + [n.strip() for n in accounts.split(",") if n.strip()])),queue=labels.get(K.NAMESPACE_QUEUE_LABEL) or None, priority_classes=classes or None,
                         default_priority_class=annotations.get(K.NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION) or None,
                         catalog_version=labels.get(K.CATALOG_VERSION_LABEL) or None,
@@ -271,24 +275,39 @@ SERVICE_ACCOUNT_FIX = ("remove serviceAccountName (pods run as \"default\"), or 
                        "account under the tenant's serviceAccounts in the stack")
 
 
-def service_account_errors(jobset: dict, namespace: dict | None, field: str) -> list[FieldError]:
-    """In a tenant namespace, pods run only as `default` or a ServiceAccount the tenant's stack entry lists: whatever
-    set it (the runtime, runtimePatches, podTemplateOverrides), the controller would otherwise create pods as an
-    identity the TrainJob's author may not hold (a confused deputy). Checked on the JobSet about to be made."""
+def pod_policy_errors(jobset: dict, namespace: dict | None, field: str) -> list[FieldError]:
+    """What a tenant's pods may not ask, checked on the JobSet about to be made (whatever set it: the runtime,
+    runtimePatches, podTemplateOverrides), since the controller creates them on the tenant's behalf:
+    - run as a ServiceAccount other than `default` and those the tenant's stack entry lists (a confused deputy:
+      pods as an identity the TrainJob's author may not hold, a CI system's);
+    - tolerate the platform's own reservation taint (or every taint): nodes held for another tenant's gang;
+    - a terminationGracePeriodSeconds above the tenant's limit: a suspended job keeping its GPUs for a day."""
     policy = tenant_policy(namespace)
     if policy.queue is None:
         return []
+    where = f"namespace {k8s.name_of(namespace or {})}"
     errors = []
     for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
-        pod = K.mapping(K.mapping(K.mapping(K.mapping(job).get("template")).get("spec")).get("template")).get("spec")
-        pod = K.mapping(pod)
+        pod = K.mapping(K.mapping(K.mapping(K.mapping(K.mapping(job).get("template")).get("spec")).get("template")).get("spec"))
+        label = f"replicated job {K.mapping(job).get('name')}"
         for key in ("serviceAccountName", "serviceAccount"):  # the second: the deprecated alias pods still honour
             name = pod.get(key)
             if name and name not in policy.service_accounts:
-                errors.append(FieldError(field, "Forbidden",
-                                         f"replicated job {K.mapping(job).get('name')}: pods may not run as "
-                                         f"ServiceAccount {name!r} in namespace {k8s.name_of(namespace or {})} "
-                                         f"({_supported(policy.service_accounts)}); {SERVICE_ACCOUNT_FIX}", name))
+                errors.append(FieldError(field, "Forbidden", f"{label}: pods may not run as ServiceAccount {name!r} in "
+                                         f"{where} ({_supported(policy.service_accounts)}); {SERVICE_ACCOUNT_FIX}", name))
+        for toleration in pod.get("tolerations") or []:
+            toleration = K.mapping(toleration)
+            key = toleration.get("key") or ""
+            if key == K.RESERVATION_TAINT or (not key and toleration.get("operator") == "Exists"):
+                errors.append(FieldError(field, "Forbidden", f"{label}: pods may not tolerate "
+                                         f"{'every taint' if not key else 'the taint ' + key}: the platform's "
+                                         f"{K.RESERVATION_TAINT} holds nodes for another gang; tolerate named taints only"))
+        grace = pod.get("terminationGracePeriodSeconds")
+        if isinstance(grace, int) and not isinstance(grace, bool) and grace > policy.max_grace_seconds:
+            errors.append(FieldError(field, "Forbidden", f"{label}: terminationGracePeriodSeconds {grace} is above "
+                                     f"{where}'s limit of {policy.max_grace_seconds} (a suspended job keeps its GPUs "
+                                     f"that long); ask for at most {policy.max_grace_seconds}, or ask the platform team "
+                                     "to raise limits.maxTerminationGracePeriodSeconds", grace))
     return errors
 
 

@@ -82,7 +82,9 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
         default_priority_class=tenant.scalar("defaultPriorityClass"),
         priority_classes=tenant.names("priorityClasses"),
         limits=TenantLimits(default_cpu=str(limits.amount("defaultCpu", positive=True)),
-                            default_memory=str(limits.amount("defaultMemory", positive=True))),
+                            default_memory=str(limits.amount("defaultMemory", positive=True)),
+                            max_termination_grace_period_seconds=int(limits.scalar(
+                                "maxTerminationGracePeriodSeconds", minimum=0))),
         groups=TenantGroups(admins=groups.names("admins") or TenantGroups.defaults_for(name).admins,
                             users=groups.names("users") or TenantGroups.defaults_for(name).users),
         pod_security=tenant.scalar("podSecurity"),

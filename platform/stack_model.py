@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Union
 
 from trainyard.queues.hypernodes import TopologySpec
+from trainyard.tenant_policy import DEFAULT_MAX_GRACE_SECONDS
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
@@ -61,6 +62,9 @@ class TenantLimits:
 
     default_cpu: str = "1"
     default_memory: str = "4Gi"
+    max_termination_grace_period_seconds: int = DEFAULT_MAX_GRACE_SECONDS
+    """The longest terminationGracePeriodSeconds a TrainJob's pods may ask: a suspended (stalled, reclaimed, over
+    budget) job whose trainer ignores SIGTERM keeps its GPUs that long."""
 
 
 @dataclass(frozen=True)

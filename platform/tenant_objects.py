@@ -11,7 +11,7 @@ import json
 from trainyard import k8s as K
 from trainyard.k8s import TENANT_LABEL
 from trainyard.k8s import part_of_trainyard
-from trainyard.platform.stack_config import PolicySpec, TenantSpec
+from trainyard.platform.stack_config import PolicySpec, TenantLimits, TenantSpec
 from trainyard.queues.resources import GPU
 from trainyard.queues.volcano_queues import render_queue
 
@@ -30,6 +30,8 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
     out = {}
     if tenant.allowed_priority_classes:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
+    if tenant.limits.max_termination_grace_period_seconds != TenantLimits.max_termination_grace_period_seconds:
+        out[K.NAMESPACE_MAX_GRACE_ANNOTATION] = str(tenant.limits.max_termination_grace_period_seconds)
     if tenant.service_accounts:
         out[K.NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION] = ",".join(tenant.service_accounts)
     if tenant.default_priority_class:

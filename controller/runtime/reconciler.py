@@ -36,7 +36,7 @@ from ..plugins import REGISTRY, framework
 from ..plugins.framework import StatusServerConfig
 from ..snapshot import runtime_key, snapshot_name, stored_runtime_document
 from ..status import build_status, controller_failed, is_finished, requeue_after_seconds, with_pods_refused
-from ..tenant_namespace import failed_pod_group, service_account_errors, tenant_runtime_document
+from ..tenant_namespace import failed_pod_group, pod_policy_errors, tenant_runtime_document
 from . import gang_events
 from .apiserver import FAILED_CREATE_EVENTS, RESOURCES, ApiView, Resource, resource_for
 from .apply_record import edit_basis
@@ -211,7 +211,7 @@ def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
     if jobset is None or any(o["kind"] == "JobSet" for o in existing):
         return None
-    borrowed = service_account_errors(jobset, namespace_object, "spec")
+    borrowed = pod_policy_errors(jobset, namespace_object, "spec")
     if borrowed:  # admission refuses it; this holds when the webhook was bypassed or the grant was withdrawn since
         return failures.Failure(C.REASON_SERVICE_ACCOUNT_NOT_ALLOWED, borrowed[0].message)
     try:

@@ -97,6 +97,8 @@ NAMESPACE_PRIORITY_CLASSES_ANNOTATION = f"{TRAINYARD_DOMAIN}/priority-classes"  
 NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-priority-class"
 # ServiceAccounts a tenant's TrainJob pods may run as besides `default` (comma-separated; the stack's serviceAccounts)
 NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION = f"{TRAINYARD_DOMAIN}/service-accounts"
+# The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask (the stack's limits)
+NAMESPACE_MAX_GRACE_ANNOTATION = f"{TRAINYARD_DOMAIN}/max-termination-grace-seconds"
 NAMESPACE_BUDGET_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget"
 """A tenant's GPU-hour budget as the platform renders it (JSON: gpuHours, period, action, demoteTo)."""
 NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"

@@ -21,6 +21,8 @@ RECLAIM_RULES = ("deserved", "final-share", "fair-sharing")
 """The rules the controller's gang-aware reclaim may evict by (`trainyard.capacity.reclaim`); a stack's
 `controller.reclaim` names one, or `none`."""
 RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
+# The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask unless its stack entry says otherwise.
+DEFAULT_MAX_GRACE_SECONDS = 300
 """What `controller.reclaim`, `trainyard controller run --reclaim` and `cluster up --reclaim` accept."""
 
 

@@ -9,7 +9,7 @@ import pytest
 from trainyard import k8s as K
 from trainyard.controller import pod_refusals as P
 from trainyard.controller.admission import admission_review_response
-from trainyard.controller.tenant_namespace import service_account_errors
+from trainyard.controller.tenant_namespace import pod_policy_errors
 
 from builders import tenant_namespace
 from ctl_builders import job, runtime, trainjob
@@ -132,7 +132,7 @@ def test_a_tenant_pod_runs_only_as_default_or_a_listed_service_account(namespace
     pod.pop("serviceAccountName")
     if account:
         pod["serviceAccountName"] = account
-    errors = service_account_errors(jobset, namespace, "spec.runtimePatches")
+    errors = pod_policy_errors(jobset, namespace, "spec.runtimePatches")
     assert bool(errors) is refused
     if refused:
         assert errors[0].field == "spec.runtimePatches" and repr(account) in errors[0].message
@@ -183,3 +183,35 @@ def test_admission_refuses_pods_the_api_server_would_refuse_in_its_words_and_ign
     full = admission_review_response(_review(trainjob(namespace="team-a", trainer={"numNodes": 1})),
                                      _lookup(_team_a()), lambda pod: FULL_QUOTA)["response"]
     assert full["allowed"] is True
+
+
+def _pod(jobset):
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("field, value, refused", [
+    ("tolerations", [{"key": K.RESERVATION_TAINT, "operator": "Exists", "effect": "NoSchedule"}], True),
+    ("tolerations", [{"operator": "Exists"}], True),  # tolerates every taint, the platform's too
+    ("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], False),
+    ("terminationGracePeriodSeconds", 86400, True),
+    ("terminationGracePeriodSeconds", 300, False),  # the default limit
+    ("terminationGracePeriodSeconds", 30, False),
+])
+def test_tenant_pods_may_not_tolerate_the_platforms_taint_nor_outlast_a_suspension(field, value, refused):
+    jobset = _jobset()
+    _pod(jobset).pop("serviceAccountName")
+    _pod(jobset)[field] = value
+    errors = pod_policy_errors(jobset, _team_a(), "spec.podTemplateOverrides")
+    assert bool(errors) is refused, [str(e) for e in errors]
+
+
+def test_the_grace_limit_is_the_tenants():
+    jobset = _jobset()
+    _pod(jobset).pop("serviceAccountName")
+    _pod(jobset)["terminationGracePeriodSeconds"] = 600
+    namespace = _team_a()
+    namespace["metadata"]["annotations"][K.NAMESPACE_MAX_GRACE_ANNOTATION] = "900"
+    assert pod_policy_errors(jobset, namespace, "spec") == []
+    namespace["metadata"]["annotations"][K.NAMESPACE_MAX_GRACE_ANNOTATION] = "60"
+    [error] = pod_policy_errors(jobset, namespace, "spec")
+    assert "terminationGracePeriodSeconds 600 is above namespace team-a's limit of 60" in error.message
