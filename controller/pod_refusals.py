@@ -70,10 +70,15 @@ _TRANSIENT = re.compile(r"failed calling webhook|context deadline exceeded|conne
 class Refusal:
     job: str  # the replicated job (admission) or the Job (run time) whose pod was refused
     message: str  # the API server's words
-    fix: str
+    fix: str  # empty for a refusal that may pass later (a full quota, a webhook that did not answer)
+    since: str = ""  # run time: when the Job controller first reported it (the Event's firstTimestamp)
+
+    @property
+    def permanent(self) -> bool:
+        return bool(self.fix)
 
     def text(self) -> str:
-        return f"the API server refuses the pods of {self.job}: {self.message}; fix: {self.fix}"
+        return f"the API server refuses the pods of {self.job}: {self.message}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
 def _quota_never_fits(message: str) -> bool:
@@ -197,8 +202,41 @@ def has_pods(jobset: dict) -> bool:
                for key in ("active", "ready", "succeeded", "failed"))
 
 
-def refusal_of(event: dict) -> Refusal | None:
-    return classify(f"Job {K.mapping(event.get('involvedObject')).get('name', '')}", str(event.get("message") or ""))
+def refusal_of(event: dict) -> Refusal:
+    """The Event's refusal, permanent or not, dated from the first time the Job controller reported it."""
+    message = str(event.get("message") or "")
+    return Refusal(job=f"Job {K.mapping(event.get('involvedObject')).get('name', '')}",
+                   message=message.removeprefix("Error creating: "), fix=permanent_fix(message) or "",
+                   since=str(event.get("firstTimestamp") or _event_time(event)))
+
+
+def release_due(refusal: Refusal, now: str, timeout_s: float) -> float | None:
+    """Seconds until a gang whose pods have been refused since `refusal.since` is released (0: now); None when no
+    timeout is set or the time cannot be read."""
+    if timeout_s <= 0 or not refusal.since:
+        return None
+    try:
+        waited = (parse_time(now) - parse_time(refusal.since)).total_seconds()
+    except ValueError:
+        return None
+    return max(0.0, timeout_s - waited)
+
+
+EVENT_GANG_RELEASED = "TrainJobGangReleased"
+
+
+def released_message(refusal: Refusal, timeout_s: float) -> str:
+    return (f"no pod of the gang could be created for {timeout_s:g} s, so it no longer holds its queue: the PodGroup "
+            f"is deleted and the JobSet suspended; it waits to be admitted again ({refusal.text()})")
+
+
+def released_event_name(trainjob: dict, refusal: Refusal) -> str:
+    """One Event per release (the same refusal, first reported at the same time)."""
+    import hashlib
+
+    meta = K.mapping(trainjob.get("metadata"))
+    text = "\0".join([str(meta.get("uid", "")), refusal.job, refusal.since])
+    return f"{meta.get('name', '')}.gangreleased.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def owning_jobset_name(job_name: str, jobset_names: Iterable[str]) -> str | None:
@@ -213,4 +251,5 @@ def owning_jobset_name(job_name: str, jobset_names: Iterable[str]) -> str | None
 
 
 __all__ = ["REASON_PODS_REFUSED", "EVENT_PODS_REFUSED", "FAILED_CREATE_SELECTOR", "Refusal", "permanent_fix",
-           "classify", "pods_to_try", "candidate_events", "confirmed", "has_pods", "refusal_of", "owning_jobset_name"]
+           "classify", "pods_to_try", "candidate_events", "confirmed", "has_pods", "refusal_of",
+           "release_due", "released_message", "released_event_name", "EVENT_GANG_RELEASED", "owning_jobset_name"]

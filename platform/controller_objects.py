@@ -129,6 +129,7 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
         args.append(f"--prometheus={spec.prometheus_url}")
     args += [f"--stalled-after={spec.stalled_after_minutes * 60}",
              f"--stalled-log-after={spec.stalled_log_after_minutes * 60}", f"--stalled-action={spec.stalled_action}"]
+    args.append(f"--gang-start-timeout={spec.gang_start_timeout_seconds}")
     if spec.reclaim != "none":
         args += [f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds"]
     if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream

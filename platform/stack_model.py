@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Union
 
 from trainyard.queues.hypernodes import TopologySpec
-from trainyard.tenant_policy import DEFAULT_MAX_GRACE_SECONDS
+from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, DEFAULT_MAX_GRACE_SECONDS
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
@@ -183,6 +183,10 @@ class ControllerSpec:
     `scheduler.queuePlugin: capacity`."""
     reclaim_holds: bool = True
     """The nodes an eviction frees are tainted for its gang until it runs, so no other job lands there meanwhile."""
+    gang_start_timeout_seconds: int = DEFAULT_GANG_START_TIMEOUT_SECONDS
+    """An admitted gang whose pods the API server keeps refusing for a reason that may pass (a full quota) is
+    released after this long: its PodGroup deleted, its JobSet suspended until the queue admits it again (0: never).
+    Refusals that cannot pass (Pod Security, LimitRange, an unknown ServiceAccount) fail the TrainJob at once."""
     webhook: WebhookSpec = WebhookSpec()
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)

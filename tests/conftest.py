@@ -24,7 +24,7 @@ from waiting import wait_for
 # 20 s is flagged stalled (the usage tests).
 TEST_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_TEST_CLUSTER", "trainyard-test"), nodes=4, gpus_per_node=8,
                            racks=2, port_base=int(os.environ.get("TRAINYARD_TEST_PORT_BASE", "26600")), timed_pods=True,
-                           budgets_every=5.0, stalled_after=20.0)
+                           budgets_every=5.0, stalled_after=20.0, gang_start_timeout=10.0)
 
 
 class Cluster:

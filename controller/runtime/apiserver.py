@@ -155,6 +155,8 @@ class ApiView(Protocol):
 
     def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None: ...
 
+    def merge_patch(self, resource: Resource, name: str, patch: dict, namespace: str | None = None) -> dict: ...
+
 
 class ApiServer:
     """Dict-in, dict-out access to the API server."""

@@ -211,6 +211,11 @@ class CachedReads:
         if store is not None:
             store.remove({"metadata": {"name": name, "namespace": namespace}})
 
+    def merge_patch(self, resource: Resource, name: str, patch: dict, namespace: str | None = None) -> dict:
+        patched = self.api.merge_patch(resource, name, patch, namespace)
+        self._remember(resource, patched)
+        return patched
+
     def dry_run_create(self, obj: dict) -> str | None:
         return self.api.dry_run_create(obj)
 

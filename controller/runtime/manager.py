@@ -60,6 +60,7 @@ class Settings:
     health_address: str = "127.0.0.1:8081"
     resync_seconds: int = 300
     status_server: StatusServerConfig | None = None  # feature gate TrainJobStatus
+    gang_start_timeout: float = 0.0  # seconds; see reconciler.release_gang
 
 
 def snapshot_seal_key(api: ApiServer, namespace: str) -> bytes:
@@ -182,7 +183,8 @@ class Manager:
             return
         started = time.monotonic()
         try:
-            outcome = reconcile(self.work_api, namespace, name, self.settings.status_server, seal_key=self.seal_key)
+            outcome = reconcile(self.work_api, namespace, name, self.settings.status_server, seal_key=self.seal_key,
+                                gang_start_timeout=self.settings.gang_start_timeout)
         except NotLeader as exc:
             log.warning(json.dumps({"msg": "reconcile abandoned", "trainjob": f"{namespace}/{name}", "error": str(exc)}))
             self.queue.add_after(key, self.elector.retry_seconds if self.elector else 1.0)

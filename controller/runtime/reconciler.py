@@ -29,6 +29,7 @@ from trainyard.k8s import resource_version
 from trainyard import k8s as K
 from trainyard.timestamps import now_time
 from .. import constants as C
+from .. import k8s
 from .. import failures, gang_pending, pod_refusals
 from ..build import build_objects, is_managed_by_us
 from ..errors import ControllerError, PreflightError
@@ -96,10 +97,13 @@ def _key(obj: dict) -> str:
 
 
 def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServerConfig | None = None,
-              plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None) -> Outcome | None:
+              plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None,
+              gang_start_timeout: float = 0.0) -> Outcome | None:
     """Returns None when the TrainJob is gone or not ours; raises on errors worth retrying.
     `status_server`: set when the TrainJobStatus feature gate is on. `plugins`: the registry (tests pass another).
-    `seal_key`: seals new runtime snapshots and checks existing ones (`snapshot_seal.py`)."""
+    `seal_key`: seals new runtime snapshots and checks existing ones (`snapshot_seal.py`).
+    `gang_start_timeout`: seconds an admitted Volcano gang may hold its queue while the API server refuses its pods
+    for a reason that may pass (a full quota) before it is released (0: never)."""
     trainjob = api.get(RESOURCES["TrainJob"], name, namespace)
     if trainjob is None or not is_managed_by_us(trainjob):
         return None
@@ -139,9 +143,12 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
         api.event(trainjob, C.EVENT_RESOURCES_CREATION_FAILED, failures.event_message(failure))
     existed = any(o.get("kind") == "JobSet" for o in existing)  # a JobSet made by this reconcile has no Job yet
     refusal = pods_refused(api, {**trainjob, "status": status}, jobset) if failure is None and existed else None
-    if refusal is not None:  # the TrainJob fails: its JobSet (below) and PodGroup go, the queue is free again
+    release_in = None
+    if refusal is not None and refusal.permanent:  # the TrainJob fails: its JobSet (below) and PodGroup go
         status = with_pods_refused(status, refusal.text(), now)
         api.event(trainjob, pod_refusals.EVENT_PODS_REFUSED, refusal.text())
+    elif refusal is not None:
+        release_in = release_gang(api, trainjob, existing, jobset, refusal, now, gang_start_timeout)
     waiting_gang = gang_events.report(api, trainjob, existing) if failure is None and refusal is None else None
     if controller_failed(status) and jobset is not None:
         api.delete(RESOURCES["JobSet"], name, namespace)
@@ -157,28 +164,45 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     if error is not None:
         raise error
     requeue = requeue_after_seconds({**trainjob, "status": status}, now)
-    recheck = gang_pending.recheck_after(waiting_gang, now)
-    if recheck is not None:
-        requeue = recheck if requeue is None else min(requeue, recheck)
+    for recheck in (gang_pending.recheck_after(waiting_gang, now), release_in):
+        if recheck is not None:
+            requeue = recheck if requeue is None else min(requeue, recheck)
     return Outcome(applied=applied, status_changed=changed, requeue_after=requeue)
 
 
 def pods_refused(api: ApiView, trainjob: dict, jobset: dict | None) -> pod_refusals.Refusal | None:
-    """A refusal of this running JobSet's pods that repeating cannot cure (`pod_refusals.py`): the Job controller's
-    FailedCreate Event (from the controller's Events store: no request) names it, the Job's own status confirms it
-    (one GET, only then)."""
+    """A refusal of this running JobSet's pods (`pod_refusals.py`), one that repeating cannot cure first: the Job
+    controller's FailedCreate Event (from the controller's Events store: no request) names it, the Job's own status
+    confirms it (one GET, only then)."""
     if jobset is None or is_finished(trainjob) or K.mapping(jobset.get("spec")).get("suspend") \
             or pod_refusals.has_pods(jobset):
         return None
     namespace = trainjob["metadata"]["namespace"]
     events = api.list(FAILED_CREATE_EVENTS, namespace).get("items") or []
+    found = []
     for event in pod_refusals.candidate_events(jobset, events)[:3]:
-        refusal = pod_refusals.refusal_of(event)
-        if refusal is None:
-            continue
         job = api.get(RESOURCES["Job"], str(K.mapping(event.get("involvedObject")).get("name")), namespace)
         if pod_refusals.confirmed(event, job, jobset):
-            return refusal
+            found.append(pod_refusals.refusal_of(event))
+    return min(found, key=lambda r: (not r.permanent, r.since), default=None)
+
+
+def release_gang(api: ApiView, trainjob: dict, existing: list[dict], jobset: dict, refusal: pod_refusals.Refusal,
+                 now: str, timeout_s: float) -> float | None:
+    """An admitted Volcano gang whose pods the API server has refused for `timeout_s` (for a reason that may pass)
+    stops holding its queue: its JobSet is suspended (no more pod creates) and its PodGroup deleted; the next
+    reconcile makes a new, not yet admitted PodGroup, and the JobSet waits suspended for its admission. One Warning
+    Event says why. Returns the seconds until the release is due (None: nothing to release, or done)."""
+    group = k8s.find_object(existing, "PodGroup", k8s.name_of(trainjob), k8s.namespace_of(trainjob),
+                            api_group=K.VOLCANO_GROUP)
+    due = pod_refusals.release_due(refusal, now, timeout_s) if group is not None else None
+    if due is None or due > 0:
+        return due
+    namespace = k8s.namespace_of(trainjob)
+    api.merge_patch(RESOURCES["JobSet"], k8s.name_of(jobset), {"spec": {"suspend": True}}, namespace)
+    api.delete(RESOURCES["PodGroup"], k8s.name_of(group), namespace, propagation="Background")
+    api.event(trainjob, pod_refusals.EVENT_GANG_RELEASED, pod_refusals.released_message(refusal, timeout_s),
+              name=pod_refusals.released_event_name(trainjob, refusal))
     return None
 
 

@@ -61,6 +61,7 @@ class RunOptions:
     kube_api_qps: float = UPSTREAM_QPS
     kube_api_burst: int = UPSTREAM_BURST
     log_level: str = "info"
+    gang_start_timeout: float = 0.0
     companions: tuple[Callable[[Any, Callable[[], bool]], Any], ...] = ()
     """Loops run beside the manager, each made as `factory(api, leading)` (`leading()`: this replica holds the
     lease) and given `start()` and `halt()`: what the CLI adds from above this layer (start estimates, budgets,
@@ -107,7 +108,7 @@ def run(options: RunOptions) -> None:
     manager = Manager(api, Settings(workers=options.workers, leader_elect=options.leader_elect,
                                     lease_namespace=options.lease_namespace,
                                     metrics_address=options.metrics_address, health_address=options.health_address,
-                                    status_server=status_server))
+                                    status_server=status_server, gang_start_timeout=options.gang_start_timeout))
     if options.webhook_address and options.cert_dir:
         from .webhook_server import serve_webhooks
 

@@ -21,6 +21,9 @@ RECLAIM_RULES = ("deserved", "final-share", "fair-sharing")
 """The rules the controller's gang-aware reclaim may evict by (`trainyard.capacity.reclaim`); a stack's
 `controller.reclaim` names one, or `none`."""
 RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
+# Seconds an admitted gang may hold its queue while the API server refuses its pods for a reason that may pass
+# (a full quota) before the controller releases it (stack controller.gangStartTimeoutSeconds).
+DEFAULT_GANG_START_TIMEOUT_SECONDS = 120
 # The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask unless its stack entry says otherwise.
 DEFAULT_MAX_GRACE_SECONDS = 300
 """What `controller.reclaim`, `trainyard controller run --reclaim` and `cluster up --reclaim` accept."""

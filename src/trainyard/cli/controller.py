@@ -12,6 +12,7 @@ import typer
 
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.controller.runtime.run_command import RunOptions, UsageError, run
+from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS
 
 controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
                              no_args_is_help=True)
@@ -65,6 +66,10 @@ def run_command(
                                 "suspended (deserved, final-share, fair-sharing)."),
     reclaim_holds: bool = typer.Option(True, "--reclaim-holds/--no-reclaim-holds",
                                        help="Taint the nodes an eviction frees for its gang until it runs."),
+    gang_start_timeout: float = typer.Option(DEFAULT_GANG_START_TIMEOUT_SECONDS, "--gang-start-timeout", min=0,
+                                             help="Seconds an admitted gang may hold its queue while the API server "
+                                             "refuses its pods for a reason that may pass (a full quota) before it "
+                                             "is released to wait again (0: never)."),
 ) -> None:
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
@@ -72,6 +77,7 @@ def run_command(
                          health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,
                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
+                         gang_start_timeout=gang_start_timeout,
                          companions=start_estimates(start_estimates_every, default_run)
                          + budgets(prometheus, budgets_every)
                          + stall_watch(stalled_after, stalled_log_after, stalled_action)

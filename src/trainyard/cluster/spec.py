@@ -16,7 +16,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
-from trainyard.tenant_policy import RECLAIM_CHOICES
+from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, RECLAIM_CHOICES
 from trainyard.realnodes.spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -85,6 +85,8 @@ class ClusterSpec:
     GPU-hours from the cluster's Prometheus; 0: none)."""
     stalled_after: float = 1800.0
     """Seconds a TrainJob may hold GPUs with no trainerStatus progress before the controller flags it stalled."""
+    gang_start_timeout: float = DEFAULT_GANG_START_TIMEOUT_SECONDS
+    """Seconds an admitted gang may hold its queue while its pods are refused for a reason that may pass."""
     reclaim: str = "none"
     """The controller's gang-aware reclaim (`trainyard controller run --reclaim`): none, or its rule. It takes back
     what elastic queues lend, so it matters only once the stack's `scheduler.queuePlugin` is `capacity`."""

@@ -215,3 +215,26 @@ def test_the_grace_limit_is_the_tenants():
     namespace["metadata"]["annotations"][K.NAMESPACE_MAX_GRACE_ANNOTATION] = "60"
     [error] = pod_policy_errors(jobset, namespace, "spec")
     assert "terminationGracePeriodSeconds 600 is above namespace team-a's limit of 60" in error.message
+
+
+@pytest.mark.parametrize("message, since, now, timeout, due", [
+    (FULL_QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:00:04Z", 10, 6.0),
+    (FULL_QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", 10, 0.0),
+    (FULL_QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", 0, None),  # no timeout set: never released
+    (FULL_QUOTA, "", "2026-01-01T00:01:00Z", 10, None),
+])
+def test_a_gang_refused_for_a_passing_reason_is_released_after_the_timeout(message, since, now, timeout, due):
+    event = {**_event(message=message, when=since), "firstTimestamp": since}
+    refusal = P.refusal_of(event)
+    assert not refusal.permanent and refusal.since == since
+    assert P.release_due(refusal, now, timeout) == due
+
+
+def test_a_permanent_refusal_from_an_event_names_its_fix_and_a_release_is_reported_once():
+    refusal = P.refusal_of({**_event(), "firstTimestamp": "2026-01-01T00:00:00Z"})
+    assert refusal.permanent and refusal.message == PSA
+    tj = {"metadata": {"name": "tj", "uid": "u1"}}
+    assert P.released_event_name(tj, refusal) == P.released_event_name(tj, refusal)
+    later = P.refusal_of({**_event(), "firstTimestamp": "2026-01-01T00:10:00Z"})
+    assert P.released_event_name(tj, later) != P.released_event_name(tj, refusal)
+    assert "no longer holds its queue" in P.released_message(refusal, 10)
