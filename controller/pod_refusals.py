@@ -26,6 +26,7 @@ controller's gang start timeout.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -42,6 +43,8 @@ JOB_CONTROLLER = "job-controller"
 FAILED_CREATE = "FailedCreate"
 # The Events informer's selector: only what the Job controller says when the API server refuses a pod.
 FAILED_CREATE_SELECTOR = f"involvedObject.kind=Job,reason={FAILED_CREATE}"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 # (pattern in the API server's message, the fix): the refusals repeating cannot cure.
 _PERMANENT = (
@@ -121,7 +124,9 @@ def classify(job: str, message: str) -> Refusal | None:
 
 def pods_to_try(jobset: dict) -> list[tuple[str, dict]]:
     """(replicated job name, a Pod as the Job controller would create it) for each replicated job of the JobSet:
-    the pod template's labels, annotations and spec in the JobSet's namespace, named from the Job's pod names."""
+    the pod template's labels and annotations plus those the JobSet and Job controllers add, its spec, and a
+    controller owner reference to its Job (admission policies tell a Job's pod from a bare one by it; a dry run
+    stores nothing, so the Job need not exist)."""
     out = []
     namespace, name = k8s.namespace_of(jobset), k8s.name_of(jobset)
     for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
@@ -129,10 +134,17 @@ def pods_to_try(jobset: dict) -> list[tuple[str, dict]]:
             continue
         template = K.mapping(K.mapping(K.mapping(job.get("template")).get("spec")).get("template"))
         meta = K.mapping(template.get("metadata"))
-        pod_meta = {"generateName": f"{name}-{job.get('name', '')}-0-0-"[:58], "namespace": namespace}
-        for key in ("labels", "annotations"):
-            if isinstance(meta.get(key), dict) and meta[key]:
-                pod_meta[key] = dict(meta[key])
+        job_name = f"{name}-{job.get('name', '')}-0"
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{job_name}"))
+        labels = {**(meta.get("labels") if isinstance(meta.get("labels"), dict) else {}),
+                  JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: str(job.get("name", "")),
+                  "batch.kubernetes.io/job-name": job_name, "job-name": job_name,
+                  "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+        pod_meta = {"generateName": f"{job_name}-0-"[:58], "namespace": namespace, "labels": labels,
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": uid,
+                                         "controller": True}]}
+        if isinstance(meta.get("annotations"), dict) and meta["annotations"]:
+            pod_meta["annotations"] = dict(meta["annotations"])
         out.append((str(job.get("name", "")), {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                                                "spec": K.json_copy(K.mapping(template.get("spec")))}))
     return out
@@ -222,6 +234,15 @@ def release_due(refusal: Refusal, now: str, timeout_s: float) -> float | None:
     return max(0.0, timeout_s - waited)
 
 
+def counted_from(refusal: Refusal, start: str) -> Refusal:
+    """`refusal` dated no earlier than `start` (an RFC 3339 time; unreadable ones are ignored)."""
+    try:
+        later = bool(start) and (not refusal.since or parse_time(start) > parse_time(refusal.since))
+    except ValueError:
+        later = False
+    return Refusal(refusal.job, refusal.message, refusal.fix, start) if later else refusal
+
+
 EVENT_GANG_RELEASED = "TrainJobGangReleased"
 
 
@@ -252,4 +273,4 @@ def owning_jobset_name(job_name: str, jobset_names: Iterable[str]) -> str | None
 
 __all__ = ["REASON_PODS_REFUSED", "EVENT_PODS_REFUSED", "FAILED_CREATE_SELECTOR", "Refusal", "permanent_fix",
            "classify", "pods_to_try", "candidate_events", "confirmed", "has_pods", "refusal_of",
-           "release_due", "released_message", "released_event_name", "EVENT_GANG_RELEASED", "owning_jobset_name"]
+           "release_due", "counted_from", "released_message", "released_event_name", "EVENT_GANG_RELEASED", "owning_jobset_name"]

@@ -195,7 +195,12 @@ def release_gang(api: ApiView, trainjob: dict, existing: list[dict], jobset: dic
     Event says why. Returns the seconds until the release is due (None: nothing to release, or done)."""
     group = k8s.find_object(existing, "PodGroup", k8s.name_of(trainjob), k8s.namespace_of(trainjob),
                             api_group=K.VOLCANO_GROUP)
-    due = pod_refusals.release_due(refusal, now, timeout_s) if group is not None else None
+    if group is None:
+        return None
+    # a gang admitted again after a release retries the same Jobs, whose refusal Event is older: count from the
+    # new PodGroup
+    created = str(K.mapping(group.get("metadata")).get("creationTimestamp") or "")
+    due = pod_refusals.release_due(pod_refusals.counted_from(refusal, created), now, timeout_s)
     if due is None or due > 0:
         return due
     namespace = k8s.namespace_of(trainjob)

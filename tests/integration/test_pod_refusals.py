@@ -133,3 +133,31 @@ def test_a_trainjob_cannot_borrow_a_service_account_the_tenant_was_not_given(clu
         assert ran and {p.spec.service_account_name for p in ran} == {"trainer"}
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_a_gang_whose_pods_a_full_quota_refuses_is_released_and_runs_once_there_is_room(
+        cluster, shared, catalog_runtime):
+    """A reason that may pass: a ResourceQuota of one pod, held by another pod. Volcano admits the gang (it knows
+    nothing of pod counts) and the Job controller's creates are refused; after the test cluster's gang start timeout
+    (10 s) the gang is released with a Warning that quotes the API server (the TrainJob is not failed); once the pod
+    is gone it is admitted again and runs."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=16))
+    try:
+        cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod", "namespace": tenant.ns},
+                       "spec": {"hard": {"pods": "1"}}})
+        cluster.wait(lambda: (q := cluster.core.read_namespaced_resource_quota("one-pod", tenant.ns).status)
+                     and (q.used or {}).get("pods") is not None, what="the pod quota counted")
+        cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder", "namespace": tenant.ns},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        create(cluster, eight_gpus("waits", catalog_runtime, tenant.ns), as_user=tenant.user)
+        released = cluster.wait(lambda: [e for e in warning_events(cluster, "waits", tenant.ns)
+                                         if e.reason == "TrainJobGangReleased"], timeout=90,
+                                what="the gang released after its pods were refused for 10 s")
+        assert "exceeded quota: one-pod" in released[0].message and "no longer holds its queue" in released[0].message
+        tj = get_trainjob(cluster, "waits", tenant.ns)
+        assert condition(tj, "Failed") is None, "a full quota may pass: the TrainJob is not failed"
+        cluster.kubectl("delete", "pod", "holder", "-n", tenant.ns, "--wait=true")
+        assert cluster.wait(lambda: complete(cluster, "waits", tenant.ns), timeout=180,
+                            what="the released gang admitted again and run once the quota has room")
+    finally:
+        remove_tenant(cluster, tenant.spec)

@@ -60,8 +60,13 @@ def _jobset(name="tj", uid="js-uid", created="2026-01-01T00:00:00Z", replicas=1)
 def test_the_pods_to_try_are_the_templates_as_the_job_controller_makes_them():
     [(name, pod)] = P.pods_to_try(_jobset())
     assert name == "node"
-    assert pod["metadata"] == {"generateName": "tj-node-0-0-", "namespace": "team-a", "labels": {"app": "x"},
-                               "annotations": {"a": "b"}}
+    meta = pod["metadata"]
+    assert (meta["generateName"], meta["namespace"], meta["annotations"]) == ("tj-node-0-0-", "team-a", {"a": "b"})
+    assert meta["labels"]["app"] == "x" and meta["labels"]["jobset.sigs.k8s.io/jobset-name"] == "tj"
+    assert meta["labels"]["batch.kubernetes.io/job-name"] == "tj-node-0"
+    [owner] = meta["ownerReferences"]  # a Job's pod, not a bare one (the queue guard refuses bare gang pods)
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Job", "tj-node-0", True)
+    assert owner["uid"] == meta["labels"]["batch.kubernetes.io/controller-uid"]
     assert pod["spec"]["serviceAccountName"] == "sa" and pod["kind"] == "Pod"
 
 
@@ -238,3 +243,10 @@ def test_a_permanent_refusal_from_an_event_names_its_fix_and_a_release_is_report
     later = P.refusal_of({**_event(), "firstTimestamp": "2026-01-01T00:10:00Z"})
     assert P.released_event_name(tj, later) != P.released_event_name(tj, refusal)
     assert "no longer holds its queue" in P.released_message(refusal, 10)
+
+
+def test_a_gang_admitted_again_is_counted_from_its_new_podgroup():
+    refusal = P.refusal_of({**_event(message=FULL_QUOTA), "firstTimestamp": "2026-01-01T00:00:00Z"})
+    assert P.counted_from(refusal, "2026-01-01T00:05:00Z").since == "2026-01-01T00:05:00Z"
+    assert P.counted_from(refusal, "2025-12-31T00:00:00Z").since == "2026-01-01T00:00:00Z"
+    assert P.counted_from(refusal, "garbage").since == "2026-01-01T00:00:00Z"
