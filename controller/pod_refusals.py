@@ -136,7 +136,7 @@ def pods_to_try(jobset: dict) -> list[tuple[str, dict]]:
         meta = K.mapping(template.get("metadata"))
         job_name = f"{name}-{job.get('name', '')}-0"
         uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{job_name}"))
-        labels = {**(meta.get("labels") if isinstance(meta.get("labels"), dict) else {}),
+        labels = {**K.mapping(meta.get("labels")),
                   JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: str(job.get("name", "")),
                   "batch.kubernetes.io/job-name": job_name, "job-name": job_name,
                   "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}

@@ -14,6 +14,7 @@ from trainyard.toolchain.versions import tool
 NAME = K.CONTROLLER_NAME
 PART_OF = {**part_of_trainyard(), "app.kubernetes.io/name": NAME}
 CERT_SECRET = "trainyard-webhook-cert"
+CLIENT_CA_CONFIGMAP, CLIENT_CA_DIR = "trainyard-webhook-client-ca", "/webhook-client-ca"
 READ = ["get", "list", "watch"]
 MANAGE = READ + ["create", "update", "patch", "delete"]
 
@@ -132,11 +133,18 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
     args.append(f"--gang-start-timeout={spec.gang_start_timeout_seconds}")
     if spec.reclaim != "none":
         args += [f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds"]
+    if spec.webhook.client_ca_file:  # only the API server's webhook client certificate is answered
+        args.append(f"--webhook-client-ca={CLIENT_CA_DIR}/ca.crt")
     if spec.trainjob_status:  # same serving certificate and Service as the webhook, as upstream
         args += [f"--status-address=0.0.0.0:{spec.status_port}",
                  f"--status-url=https://{NAME}-webhook.{spec.namespace}.svc:{spec.status_port}"]
         ports.append({"name": "status", "containerPort": spec.status_port})
     selector = {"app.kubernetes.io/name": NAME}
+    mounts = [{"name": "certs", "mountPath": "/certs", "readOnly": True}]
+    volumes: list[dict] = [{"name": "certs", "secret": {"secretName": CERT_SECRET}}]
+    if spec.webhook.client_ca_file:
+        mounts.append({"name": "webhook-client-ca", "mountPath": CLIENT_CA_DIR, "readOnly": True})
+        volumes.append({"name": "webhook-client-ca", "configMap": {"name": CLIENT_CA_CONFIGMAP}})
     container = {
         "name": "controller",
         "image": spec.image,
@@ -148,7 +156,7 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [{"name": "certs", "mountPath": "/certs", "readOnly": True}],
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, spec.namespace),
@@ -157,11 +165,18 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": {**PART_OF, **selector}},
-                "spec": {"serviceAccountName": NAME, "containers": [container],
-                         "volumes": [{"name": "certs", "secret": {"secretName": CERT_SECRET}}]},
+                "spec": {"serviceAccountName": NAME, "containers": [container], "volumes": volumes},
             },
         },
     }
+
+
+def render_webhook_client_ca(spec: ControllerSpec, ca_pem: str | None) -> list[dict]:
+    """The CA of the API server's webhook client certificate, for the Deployment to mount (service mode)."""
+    if not spec.webhook.client_ca_file or ca_pem is None:
+        return []
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CLIENT_CA_CONFIGMAP, spec.namespace),
+             "data": {"ca.crt": ca_pem}}]
 
 
 def render_controller_services(spec: ControllerSpec) -> list[dict]:

@@ -148,6 +148,10 @@ class WebhookSpec:
     certificate: str | None = None
     """Service mode only: where the serving certificate (Secret trainyard-webhook-cert) comes from, one of
     WEBHOOK_CERTIFICATE_SOURCES. No default: a wrong guess refuses every TrainJob (failurePolicy Fail)."""
+    client_ca_file: str | None = None
+    """Service mode: PEM CA that signed the client certificate the cluster's API server presents to admission
+    webhooks (its AdmissionConfiguration `kubeConfigFile`): the webhook then answers the API server alone. Unset,
+    it answers any client that reaches its Service (and says whether a runtime of a name exists anywhere)."""
 
 
 WEBHOOK_CERTIFICATE_SOURCES = {

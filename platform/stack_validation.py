@@ -366,9 +366,12 @@ def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:
     hook, path = config.controller.webhook, f"{NAMESPACE}:controller.webhook"
     choices = "; ".join(f"`{name}`: {meaning}" for name, meaning in WEBHOOK_CERTIFICATE_SOURCES.items())
     if hook.url:  # URL mode (local processes): the caller's own certificate, no Secret involved
-        if hook.certificate:
-            return [ConfigProblem(config.file, f"{path}.certificate", "is only used when the webhook is reached "
-                                  "through the controller's Service", "remove it, or remove webhook.url")]
+        for key, value in (("certificate", hook.certificate), ("clientCaFile", hook.client_ca_file)):
+            if value:
+                return [ConfigProblem(config.file, f"{path}.{key}", "is only used when the webhook is reached "
+                                      "through the controller's Service (the local cluster's controller is given the "
+                                      "API server's client CA by `trainyard cluster up`)",
+                                      "remove it, or remove webhook.url")]
         return []
     if config.controllers_run_locally:
         return []
@@ -385,6 +388,12 @@ def check_webhook_certificate(config: StackConfig) -> list[ConfigProblem]:
     if hook.certificate == "cert-manager" and hook.ca_bundle_file:
         return [ConfigProblem(config.file, f"{path}.caBundleFile", "cert-manager injects the CA bundle",
                               "remove caBundleFile, or use `certificate: provided`")]
+    if not hook.client_ca_file:
+        return [ConfigProblem(config.file, f"{path}.clientCaFile", "the webhook answers any client that reaches its "
+                              "Service, and its answers say whether a runtime or JobSet of a name exists in any "
+                              "namespace", "give the API server a client certificate for admission webhooks (its "
+                              "AdmissionConfiguration kubeConfigFile) and set clientCaFile to the CA that signed it",
+                              severity=WARNING)]
     return []
 
 

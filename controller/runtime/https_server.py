@@ -3,6 +3,10 @@
 The serving certificate is re-read when its files change (cert-manager renews it in place, the
 kubelet updates the mounted Secret): with `failurePolicy: Fail`, a listener that kept the expired
 certificate would make the API server refuse every TrainJob create.
+
+With a client CA the listener answers only clients presenting a certificate that CA signed (the admission
+webhooks: the API server, configured with a client certificate for its webhook calls); anyone else fails the
+TLS handshake and learns nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-def _context(cert_dir: Path) -> ssl.SSLContext:
+def _context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
     return context
 
 
@@ -38,6 +45,7 @@ class _ReloadingServer(ThreadingHTTPServer):
     connection's own thread (on first read), so a slow client never stalls the accept loop."""
 
     cert_dir: Path
+    client_ca: Path | None = None
     stamp: tuple = ()
     context: ssl.SSLContext
 
@@ -45,7 +53,7 @@ class _ReloadingServer(ThreadingHTTPServer):
         stamp = _stamp(self.cert_dir)
         if stamp != self.stamp:
             try:
-                self.context = _context(self.cert_dir)
+                self.context = _context(self.cert_dir, self.client_ca)
                 self.stamp = stamp
             except (OSError, ssl.SSLError):
                 pass
@@ -53,13 +61,15 @@ class _ReloadingServer(ThreadingHTTPServer):
         return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
 
 
-def serve_https(handler: type[BaseHTTPRequestHandler], address: str, cert_dir: str, name: str) -> ThreadingHTTPServer:
-    """Serve `handler` on host:port with tls.crt/tls.key from `cert_dir` (reloaded when they change);
-    returns the running server."""
+def serve_https(handler: type[BaseHTTPRequestHandler], address: str, cert_dir: str, name: str,
+                client_ca: str | None = None) -> ThreadingHTTPServer:
+    """Serve `handler` on host:port with tls.crt/tls.key from `cert_dir` (reloaded when they change); with
+    `client_ca` (a PEM file) only to clients whose certificate it signed. Returns the running server."""
     host, port = address.rsplit(":", 1)
     server = _ReloadingServer((host, int(port)), handler)
     server.cert_dir = Path(cert_dir)
+    server.client_ca = Path(client_ca) if client_ca else None
     server.stamp = _stamp(server.cert_dir)
-    server.context = _context(server.cert_dir)  # fails here, before serving, on a missing or bad pair
+    server.context = _context(server.cert_dir, server.client_ca)  # fails here, before serving, on a bad pair
     threading.Thread(target=server.serve_forever, daemon=True, name=name).start()
     return server

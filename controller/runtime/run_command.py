@@ -55,6 +55,7 @@ class RunOptions:
     health_address: str = "127.0.0.1:8081"
     webhook_address: str | None = None
     cert_dir: str | None = None
+    webhook_client_ca: str | None = None
     feature_gates: str = ""
     status_address: str = "0.0.0.0:10443"
     status_url: str | None = None
@@ -80,6 +81,9 @@ def check_options(options: RunOptions) -> dict[str, bool]:
         raise UsageError("TrainJobStatus needs --cert-dir (tls.crt, tls.key, ca.crt) and --status-url https://host:port")
     if options.kube_api_qps == 0 or options.kube_api_burst < 1:
         raise UsageError("--kube-api-qps must be > 0 (or negative for no limit) and --kube-api-burst >= 1")
+    if options.webhook_client_ca and not Path(options.webhook_client_ca).is_file():
+        raise UsageError(f"--webhook-client-ca: {options.webhook_client_ca} is not a file (the PEM CA that signed the "
+                         "API server's webhook client certificate)")
     if options.webhook_address and not options.cert_dir:
         raise UsageError("--webhook-address needs --cert-dir with tls.crt and tls.key")
     return gates
@@ -112,7 +116,7 @@ def run(options: RunOptions) -> None:
     if options.webhook_address and options.cert_dir:
         from .webhook_server import serve_webhooks
 
-        serve_webhooks(manager.admission_reads, options.webhook_address, options.cert_dir)
+        serve_webhooks(manager.admission_reads, options.webhook_address, options.cert_dir, options.webhook_client_ca)
     signal.signal(signal.SIGTERM, lambda *_: manager.shutdown())
     signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
     elector = manager.elector

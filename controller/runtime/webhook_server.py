@@ -74,7 +74,10 @@ def make_dry_run_pod(api):
     return dry_run_pod
 
 
-def serve_webhooks(api: ApiView, address: str, cert_dir: str) -> ThreadingHTTPServer:
+def serve_webhooks(api: ApiView, address: str, cert_dir: str, client_ca: str | None = None) -> ThreadingHTTPServer:
+    """`client_ca`: answer only the API server, whose webhook client certificate that CA signed (its
+    AdmissionConfiguration's kubeConfigFile); without one any client reaching the port gets answers, and the
+    answers tell whether a runtime or JobSet of a name exists in any namespace."""
     lookup = make_lookup(api)
     dry_run_pod = make_dry_run_pod(api)
 
@@ -104,6 +107,6 @@ def serve_webhooks(api: ApiView, address: str, cert_dir: str) -> ThreadingHTTPSe
         def log_message(self, *args):
             pass
 
-    server = serve_https(Handler, address, cert_dir, "webhooks")
+    server = serve_https(Handler, address, cert_dir, "webhooks", client_ca)
     log.info(json.dumps({"msg": "serving admission webhooks", "address": address}))
     return server

@@ -141,8 +141,10 @@ class TrainyardController(pulumi.ComponentResource):
         self._register_sdk_public_info(spec, namespace)
         ready: list[pulumi.Resource] = []
         if not config.controllers_run_locally:
+            client_ca = (Path(spec.webhook.client_ca_file).expanduser().read_text(encoding="utf-8")
+                         if spec.webhook.client_ca_file else None)
             for obj in (ctl.render_webhook_cert_request(spec) + ctl.render_controller_services(spec)
-                        + ctl.render_pod_disruption_budget(spec)):
+                        + ctl.render_pod_disruption_budget(spec) + ctl.render_webhook_client_ca(spec, client_ca)):
                 register(obj, in_namespace)
             ready.append(register(ctl.render_controller_deployment(spec), in_namespace))
         ca_pem = None

@@ -34,6 +34,9 @@ def run_command(
     health_address: str = typer.Option(DEFAULTS.health_address, help="host:port of /healthz and /readyz."),
     webhook_address: Optional[str] = typer.Option(None, help="host:port to serve admission webhooks on (HTTPS)."),
     cert_dir: Optional[str] = typer.Option(None, help="Directory with tls.crt and tls.key for the webhook server."),
+    webhook_client_ca: Optional[str] = typer.Option(None, "--webhook-client-ca", help="PEM CA that signed the API "
+                                                    "server's webhook client certificate: the webhooks then answer "
+                                                    "only it (any other client fails the TLS handshake)."),
     feature_gates: str = typer.Option("", "--feature-gates",
                                       help="Comma-separated Name=true|false; known: TrainJobStatus (alpha, off)."),
     status_address: str = typer.Option(DEFAULTS.status_address, help="host:port of the status server (TrainJobStatus)."),
@@ -75,6 +78,7 @@ def run_command(
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
                          lease_namespace=lease_namespace, metrics_address=metrics_address,
                          health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
+                         webhook_client_ca=webhook_client_ca,
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,
                          kube_api_qps=kube_api_qps, kube_api_burst=kube_api_burst, log_level=log_level,
                          gang_start_timeout=gang_start_timeout,

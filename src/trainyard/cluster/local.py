@@ -90,6 +90,20 @@ def _check_ports_free(spec: ClusterSpec) -> None:
         )
 
 
+def _webhook_client_files(paths: ClusterPaths) -> Path:
+    """The API server's client certificate for its admission webhook calls (a CA of its own, which the TrainJob
+    controller's webhook trusts alone: `trainer_controllers.webhook_client_ca`), and the AdmissionConfiguration
+    that hands it over; returns the AdmissionConfiguration's path."""
+    directory = paths.certs / "webhook-client"
+    _, cert, key = certs.write_client_pair(directory, cluster_spec.WEBHOOK_CLIENT_USER, ())
+    kubeconfig_file, config_file = directory / "kubeconfig.yaml", directory / "admission-config.yaml"
+    config, kubeconfig = cluster_spec.webhook_admission_files(cert, key, kubeconfig_file)
+    kubeconfig_file.write_text(yaml.safe_dump(kubeconfig))
+    kubeconfig_file.chmod(0o600)
+    config_file.write_text(yaml.safe_dump(config))
+    return config_file
+
+
 def _jobset_webhooks(ca_pem: bytes, spec: ClusterSpec, manifest: Path) -> list[dict]:
     base = f"https://127.0.0.1:{spec.ports.port('jobset_webhook')}"
     docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
@@ -129,7 +143,8 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
         _, client_cert, client_key = certs.write_client_pair(paths.certs / "kubelet-client", KUBELET_CLIENT_USER,
                                                              KUBELET_CLIENT_GROUPS)
         kubelet_client = (client_cert, client_key)
-    documents = [cluster_spec.kwokctl_config(spec, binaries, kubelet_client), *_kwok_stages(spec)]
+    documents = [cluster_spec.kwokctl_config(spec, binaries, kubelet_client, _webhook_client_files(paths)),
+                 *_kwok_stages(spec)]
     config_file.write_text(yaml.safe_dump_all(documents, sort_keys=False))
     echo(f"starting control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1:{spec.ports.port('apiserver')}")
     run_logged([str(binaries["kwokctl"]), "create", "cluster", "--name", spec.name, "--config", str(config_file),

@@ -257,8 +257,26 @@ def default_storage_class() -> dict:
             "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}
 
 
-def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client: tuple[Path, Path] | None = None) -> dict:
-    """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1."""
+WEBHOOK_CLIENT_USER = "kube-apiserver-webhook-client"
+
+
+def webhook_admission_files(cert: Path, key: Path, kubeconfig_file: Path) -> tuple[dict, dict]:
+    """(AdmissionConfiguration, kubeconfig to write at `kubeconfig_file`) that make the API server present `cert` to
+    every admission webhook it calls ("*": trainyard's, and JobSet's, which ignore it), so trainyard's webhook can
+    answer the API server alone (`trainyard controller run --webhook-client-ca`)."""
+    kubeconfig = {"apiVersion": "v1", "kind": "Config",
+                  "users": [{"name": "*", "user": {"client-certificate": str(cert), "client-key": str(key)}}]}
+    config = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration", "plugins": [
+        {"name": name, "configuration": {"apiVersion": "apiserver.config.k8s.io/v1",
+                                         "kind": "WebhookAdmissionConfiguration", "kubeConfigFile": str(kubeconfig_file)}}
+        for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}
+    return config, kubeconfig
+
+
+def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client: tuple[Path, Path] | None = None,
+                   admission_config: Path | None = None) -> dict:
+    """KwokctlConfiguration for the binary runtime: local binaries only, everything on 127.0.0.1.
+    `admission_config`: the API server's AdmissionConfiguration file (its webhook client certificate)."""
     ports = spec.ports
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -287,8 +305,22 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
         },
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
             {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC},
-            {"key": "enable-hostpath-provisioner", "value": "true"}]}, *real_node_patches(spec, kubelet_client)],
+            {"key": "enable-hostpath-provisioner", "value": "true"}]},
+            *merged_apiserver_patches(real_node_patches(spec, kubelet_client), admission_config)],
     }
+
+
+def merged_apiserver_patches(patches: list[dict], admission_config: Path | None) -> list[dict]:
+    """`patches` with the admission config flag in their kube-apiserver patch (one patch per component)."""
+    if admission_config is None:
+        return patches
+    flag = {"key": "admission-control-config-file", "value": str(admission_config)}
+    out = [dict(p) for p in patches]
+    for patch in out:
+        if patch["name"] == "kube-apiserver":
+            patch["extraArgs"] = [*patch["extraArgs"], flag]
+            return out
+    return out + [{"name": "kube-apiserver", "extraArgs": [flag]}]
 
 
 def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | None) -> list[dict]:

@@ -69,6 +69,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--metrics-address=127.0.0.1:{ports.port('controller_metrics')}",
         f"--health-address=127.0.0.1:{ports.port('controller_health')}",
         f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
+        f"--webhook-client-ca={webhook_client_ca(paths)}",
         f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
         f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
         f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
@@ -81,6 +82,11 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         raise ClusterError(f"the TrainJob controller did not start; see {table.log_dir / (PROCESS + '.log')}")
     config = webhook_configuration(certs.ca_bundle(ca_pem), url=f"https://127.0.0.1:{ports.port('controller_webhook')}")
     kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump(config))
+
+
+def webhook_client_ca(paths) -> Path:
+    """The CA of the API server's webhook client certificate (`local._webhook_client_files`)."""
+    return paths.certs / "webhook-client" / "ca.crt"
 
 
 def upstream_manifests() -> dict[str, list[Path]]:

@@ -87,6 +87,12 @@ class FakeApiServer:
         self.objects[key] = merge_patch(self.objects[key], {"status": status})
         return copy.deepcopy(self.objects[key])
 
+    def merge_patch(self, resource: Resource, name: str, patch: dict, namespace: str | None = None) -> dict:
+        self._record("merge_patch", resource.kind, name)
+        key = self._key(resource, name, namespace)
+        self.objects[key] = merge_patch(self.objects[key], patch)
+        return copy.deepcopy(self.objects[key])
+
     def delete(self, resource: Resource, name: str, namespace: str | None = None, propagation: str = "Foreground") -> None:
         self._record("delete", resource.kind, name)
         self.objects.pop(self._key(resource, name, namespace), None)

@@ -129,6 +129,7 @@ def test_typo_of_tenants_does_not_leave_an_empty_tenant_list_unnoticed(values, c
 
 
 def test_quota_oversubscription_is_a_warning_by_default(values, catalog):
+    values["controller"]["webhook"]["clientCaFile"] = "/etc/trainyard/webhook-client-ca.crt"  # no other warning
     _tenant(values, "team-b")["quota"]["gpu"] = 24
     _, problems = check_stack(values, file=FILE, catalog=catalog)
     assert [p.severity for p in problems] == [WARNING]
@@ -142,7 +143,7 @@ config:
   trainyard:kubeconfig: /tmp/kubeconfig
   trainyard:kubeContext: test
   trainyard:controller:
-    webhook: {certificate: cert-manager}
+    webhook: {certificate: cert-manager, clientCaFile: /etc/trainyard/webhook-client-ca.crt}
   trainyard:cluster: {nodes: 4, gpusPerNode: 8, cpuPerNode: 96, memoryPerNode: 1024Gi}
   trainyard:tenants:
     - name: team-a
