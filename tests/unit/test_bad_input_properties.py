@@ -31,7 +31,9 @@ def test_generated_stack_configs_never_crash_and_name_field_and_fix(bad_input):
     ("spec.trainer.numNodes: Invalid value: 0: must be at least 1", None),
     ("", "empty message"),
     ("the runtime template is malformed (AttributeError: 'NoneType' object has no attribute 'get')",
-     "Python internals in the message (NoneType)"),
+     "Python internals in the message (object has no attribute)"),
+    ("the runtime template is malformed (KeyError: 'spec')", "Python internals in the message (KeyError)"),
+    ("trainyard:tenants[team-b].quota.cpu: 'KeyError' is not a Kubernetes quantity", None),  # the user's value
 ])
 def test_what_counts_as_a_clear_message(bad_input, message, why):
     assert bad_input.unclear(message) == why
