@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from trainyard.errors import TrainyardError
+from trainyard.timestamps import now_time, parse_time
 from trainyard.k8s import TRAINER_API_VERSION, TRAINJOBS
 
 from trainyard import k8s as K
@@ -107,6 +108,16 @@ def parse_update(body: bytes) -> dict:
     return {"trainerStatus": out}
 
 
+def clamped(update: dict, now: str) -> dict:
+    """`update` with a lastUpdatedTime after `now` (the server's clock) set to `now`: a report dated in the future
+    would keep the TrainJob looking fresh to the stall watch for as long as it likes."""
+    status = update.get("trainerStatus") or {}
+    reported = status.get("lastUpdatedTime")
+    if reported and parse_time(reported) > parse_time(now):
+        return {**update, "trainerStatus": {**status, "lastUpdatedTime": now}}
+    return update
+
+
 def status_apply_body(namespace: str, name: str, update: dict) -> dict:
     return {"apiVersion": K.TRAINER_API_VERSION, "kind": C.TRAINJOB_KIND, "metadata": {"name": name, "namespace": namespace},
             "status": {"trainerStatus": update["trainerStatus"]}}
@@ -123,9 +134,11 @@ def review_allows(review_status: dict, namespace: str, audience: str) -> bool:
 class StatusServer:
     """HTTP handling on top of two API calls: `review(token, audience)` and `apply_status(body)`."""
 
-    def __init__(self, review: Callable[[str, str], dict], apply_status: Callable[[dict], dict]):
+    def __init__(self, review: Callable[[str, str], dict], apply_status: Callable[[dict], dict],
+                 clock: Callable[[], str] = now_time):
         self.review = review
         self.apply_status = apply_status
+        self.clock = clock
 
     def handle(self, method: str, path: str, headers: dict, read_body: Callable[[int], bytes]) -> tuple[int, dict | str]:
         target = route(method, path)
@@ -152,6 +165,7 @@ class StatusServer:
             return 422, failure("Invalid payload", "Invalid", 422)
         if not update:
             return 200, {}
+        update = clamped(update, self.clock())
         try:
             self.apply_status(status_apply_body(namespace, name, update))
         except ApiError as exc:

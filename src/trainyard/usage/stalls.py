@@ -68,6 +68,8 @@ def judge(trainjob: dict, holds_gpus: bool, previous: Seen | None, now_s: float,
     if not holds_gpus:
         return None, None
     percentage, updated_s = trainer_progress(trainjob)
+    if updated_s is not None and updated_s > now_s:  # dated in the future: fresh when first seen, then ageing
+        updated_s = previous.since_s if previous is not None else now_s
     if updated_s is None:
         if after_log_s > 0 and last_log_s is not None and now_s - last_log_s >= after_log_s:
             return None, Stall(last_log_s, f"holds GPUs and wrote no log line for {duration_words(now_s - last_log_s)} "

@@ -160,3 +160,22 @@ def test_a_restarted_loop_remembers_a_recorded_stuck_percentage():
     memory = remembered({"ns": [entry("u", T0 - 900)]})
     _, stall = judge(job, True, memory["u"], T0, AFTER)
     assert stall is not None and "stayed at 40 % for 15 min" in stall.why
+
+
+def test_a_report_dated_in_the_future_once_does_not_keep_a_job_fresh():
+    """Red-team finding: one report with lastUpdatedTime a year ahead dodged the stall watch for good."""
+    ahead = trainjob(None, T0 + 365 * 86400)
+    seen, stall = judge(ahead, True, None, T0, AFTER)
+    assert stall is None and seen.since_s == T0  # fresh when first seen...
+    seen, stall = judge(ahead, True, seen, T0 + AFTER + 60, AFTER)
+    assert stall is not None and "reported no progress for 11 min" in stall.why  # ...then it ages like any report
+
+
+def test_the_status_server_dates_a_report_no_later_than_its_clock():
+    from trainyard.controller.runtime.status_server import clamped
+
+    update = {"trainerStatus": {"progressPercentage": 5, "lastUpdatedTime": "2099-01-01T00:00:00Z"}}
+    assert clamped(update, "2026-01-01T00:00:00Z")["trainerStatus"] == {"progressPercentage": 5,
+                                                                      "lastUpdatedTime": "2026-01-01T00:00:00Z"}
+    past = {"trainerStatus": {"lastUpdatedTime": "2025-12-31T00:00:00Z"}}
+    assert clamped(past, "2026-01-01T00:00:00Z") == past
