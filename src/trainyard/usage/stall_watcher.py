@@ -14,6 +14,7 @@ from typing import Callable
 
 from trainyard import k8s as K
 from trainyard.capacity.loop import Loop
+from trainyard.controller.pod_refusals import owning_jobset_name
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
@@ -24,19 +25,33 @@ from trainyard.usage.stalls import (REASON, Seen, can_be_stalled, changed_namesp
 log = logging.getLogger(__name__)
 
 PODS = Resource("v1", "Pod", "pods")
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+# Every Job's pod carries its Job's uid under this label (the Job API enforces it: a template cannot change it);
+# the pod's controller owner reference names its Job. Labels a tenant writes (jobset-name, through
+# podTemplateOverrides) find nothing: relabelled pods once hid a stalled job from the watch.
+JOB_POD_LABEL = "batch.kubernetes.io/controller-uid"
 
 
-def gpu_pods_by_trainjob(pods: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """(namespace, TrainJob) -> its Running pods that request GPUs (a TrainJob's JobSet carries its name)."""
+def holds_gpus(pod_spec: dict) -> bool:
+    """Whether a pod asks for GPUs in a container or a native sidecar (an init container that keeps running)."""
+    containers = list(pod_spec.get("containers") or []) + [
+        c for c in pod_spec.get("initContainers") or [] if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+    return any(K.GPU_RESOURCE in K.mapping(K.mapping(c.get("resources")).get(kind))
+               for c in containers if isinstance(c, dict) for kind in ("limits", "requests"))
+
+
+def gpu_pods_by_trainjob(pods: list[dict], trainjobs: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(namespace, TrainJob) -> its Running pods that request GPUs: a pod's controller owner is a Job named
+    "<JobSet>-<replicated job>-<index>", and a TrainJob's JobSet carries its name."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for trainjob in trainjobs:
+        names[trainjob["metadata"]["namespace"]].append(trainjob["metadata"]["name"])
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for pod in pods:
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        name = (meta.get("labels") or {}).get(JOBSET_NAME)
-        gpus = any(K.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {})
-                   or K.GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})
-                   for c in spec.get("containers") or [])
-        if name and gpus and (pod.get("status") or {}).get("phase") == "Running":
+        meta = pod["metadata"]
+        owner = next((ref for ref in meta.get("ownerReferences") or []
+                      if ref.get("controller") and ref.get("kind") == "Job"), None)
+        name = owning_jobset_name(owner["name"], names[meta["namespace"]]) if owner else None
+        if name and holds_gpus(pod.get("spec") or {}) and (pod.get("status") or {}).get("phase") == "Running":
             out[(meta["namespace"], name)].append(pod)
     return out
 
@@ -61,9 +76,9 @@ class StallWatcher(Loop):
         memory = {**remembered(recorded), **self.seen}
         every = self.api.list(RESOURCES["TrainJob"]).get("items") or []
         trainjobs = [tj for tj in every if can_be_stalled(tj, self.after_s, self.after_log_s)]
-        running = self.api.list(PODS, label_selector=JOBSET_NAME, field_selector="status.phase=Running") \
+        running = self.api.list(PODS, label_selector=JOB_POD_LABEL, field_selector="status.phase=Running") \
             if trainjobs else {}
-        holding = gpu_pods_by_trainjob(running.get("items") or [])
+        holding = gpu_pods_by_trainjob(running.get("items") or [], trainjobs)
         now_s, stalled, seen = self.clock(), [], {}
         now_iso = format_epoch(now_s)
         found = [(tj["metadata"]["namespace"], entry) for tj in every

@@ -77,17 +77,35 @@ def test_the_last_log_lines_time(tail, expected):
     assert found == (pytest.approx(expected) if expected else None)
 
 
-def pod(name, phase="Running", gpus=True, jobset="tj", ns="ns"):
+def pod(name, phase="Running", gpus=True, jobset="tj", ns="ns", labels=None, sidecar_gpus=False):
     resources = {"limits": {"nvidia.com/gpu": "8"}} if gpus else {}
-    return {"metadata": {"name": name, "namespace": ns, "labels": {"jobset.sigs.k8s.io/jobset-name": jobset}},
-            "spec": {"containers": [{"name": "node", "resources": resources}]}, "status": {"phase": phase}}
+    spec = {"containers": [{"name": "node", "resources": resources}]}
+    if sidecar_gpus:
+        spec["initContainers"] = [{"name": "side", "restartPolicy": "Always",
+                                   "resources": {"requests": {"nvidia.com/gpu": "8"}}}]
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels or {},
+                         "ownerReferences": [{"kind": "Job", "name": f"{jobset}-node-0", "controller": True}]},
+            "spec": spec, "status": {"phase": phase}}
 
 
-def test_only_running_gpu_pods_of_a_jobset_hold_gpus():
+def _names(found):
+    return {key: [p["metadata"]["name"] for p in pods] for key, pods in found.items()}
+
+
+def test_only_running_gpu_pods_of_a_trainjobs_jobs_hold_gpus():
+    trainjobs = [trainjob(), {"metadata": {"name": "other", "namespace": "ns", "uid": "o"}}]
     found = gpu_pods_by_trainjob([pod("a"), pod("b", phase="Pending"), pod("c", gpus=False), pod("d", jobset="other"),
-                                  {**pod("e"), "metadata": {"name": "e", "namespace": "ns", "labels": {}}}])
-    assert {key: [p["metadata"]["name"] for p in pods] for key, pods in found.items()} == {
-        ("ns", "tj"): ["a"], ("ns", "other"): ["d"]}
+                                  {**pod("e"), "metadata": {"name": "e", "namespace": "ns"}},  # no owner
+                                  pod("f", jobset="unknown"), pod("g", ns="elsewhere")], trainjobs)
+    assert _names(found) == {("ns", "tj"): ["a"], ("ns", "other"): ["d"]}
+
+
+def test_pods_are_keyed_by_their_job_not_by_labels_a_tenant_writes_and_a_gpu_sidecar_counts():
+    """Red-team findings: pods relabelled through podTemplateOverrides hid a stalled job; GPUs asked by a native
+    sidecar (an init container that keeps running) were not seen."""
+    relabelled = pod("a", labels={"jobset.sigs.k8s.io/jobset-name": "someone-else"})
+    sidecar = pod("b", gpus=False, sidecar_gpus=True)
+    assert _names(gpu_pods_by_trainjob([relabelled, sidecar], [trainjob()])) == {("ns", "tj"): ["a", "b"]}
 
 
 def test_logs_alone_can_be_judged_and_trainer_status_alone():
