@@ -147,6 +147,8 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     if refusal is not None and refusal.permanent:  # the TrainJob fails: its JobSet (below) and PodGroup go
         status = with_pods_refused(status, refusal.text(), now)
         api.event(trainjob, pod_refusals.EVENT_PODS_REFUSED, refusal.text())
+        api.merge_patch(RESOURCES["TrainJob"], name, {"metadata": {"labels": {
+            K.NEVER_STARTS_LABEL: C.REASON_PODS_REFUSED}}}, namespace)  # so `report` finds it without listing all
     elif refusal is not None and jobset is not None:
         release_in = release_gang(api, trainjob, existing, jobset, refusal, now, gang_start_timeout)
     waiting_gang = gang_events.report(api, trainjob, existing) if failure is None and refusal is None else None

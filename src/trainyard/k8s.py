@@ -106,6 +106,9 @@ NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"
 NAMESPACE_STALLED_ANNOTATION = f"{TRAINYARD_DOMAIN}/stalled-trainjobs"
 """The namespace's TrainJobs the controller's stall loop finds stalled now (JSON list, `tenant_policy`)."""
 PRIORITY_CLASS_LABEL = f"{TRAINYARD_DOMAIN}/priority-class"
+# On a TrainJob the controller failed because it can never start (value: the reason, e.g. PodsRefused): `report`
+# lists them by this label, and believes it only with the status condition (tenants can write labels, not status)
+NEVER_STARTS_LABEL = f"{TRAINYARD_DOMAIN}/never-starts"
 RESERVATION_TAINT = f"{TRAINYARD_DOMAIN}/reserved-for"  # NoSchedule on nodes held for a waiting gang; value = the gang
 RECLAIMED_FOR_ANNOTATION = f"{TRAINYARD_DOMAIN}/reclaimed-for"  # on a TrainJob suspended to make room: "<ns>/<gang> <epoch s>"
 CATALOG_VERSION_LABEL = f"{TRAINYARD_DOMAIN}/catalog-version"

@@ -15,7 +15,7 @@ import pytest
 from builders import new_trainjob, tenant_spec
 from tenant_helpers import (add_tenant, condition, create, create_error, get_trainjob, jobset, podgroup,
                             remove_tenant, warning_events)
-from test_capacity import fit
+from test_capacity import fit, trainyard
 
 pytestmark = pytest.mark.integration
 
@@ -101,6 +101,12 @@ def test_pods_refused_after_create_fail_the_trainjob_within_seconds_and_free_the
         events = [e for e in warning_events(cluster, "broken", tenant.ns) if e.reason == "TrainJobPodsRefused"]
         assert len(events) == 1 and PRIVILEGED in events[0].message, [e.message for e in events]
         assert condition(get_trainjob(cluster, "broken", tenant.ns), "Failed")["reason"] == "PodsRefused"
+        report = trainyard(cluster, "report", "--all")
+        assert report.returncode == 0, report.stderr
+        section = report.stdout.split("TrainJobs that can never start", 1)[-1]
+        assert "TrainJobs that can never start" in report.stdout and "broken" in section and "PodsRefused" in section
+        assert f"{tenant.ns}/broken" not in report.stdout.split("Pending gangs", 1)[-1].split("TrainJobs that", 1)[0], \
+            "no start estimate counts it: it is no pending gang"
     finally:
         remove_tenant(cluster, tenant.spec)
 

@@ -45,12 +45,15 @@ class Snapshot:
     """Events of PodGroups (Volcano's enqueue verdicts)."""
     namespaces: list[dict] = field(default_factory=list)
     """Tenant namespaces' budgets, budget status and stalled TrainJobs (their annotations)."""
+    never_starting: list[dict] = field(default_factory=list)
+    """TrainJobs the controller labelled as never starting (`K.NEVER_STARTS_LABEL`)."""
 
 
 def list_items(api: ApiServer, resource: Resource, namespace: str | None = None, field_selector: str | None = None,
-           optional: bool = False) -> list[dict]:
+           optional: bool = False, label_selector: str | None = None) -> list[dict]:
     try:
-        found = api.list(resource, namespace, field_selector=field_selector).get("items") or []
+        found = api.list(resource, namespace, label_selector=label_selector, field_selector=field_selector).get(
+            "items") or []
     except ApiError as exc:
         if optional and exc.status in (403, 404):  # CRD not installed, or not allowed: the report does without
             return []
@@ -200,6 +203,11 @@ def runtimes_for(api: ApiServer, namespace: str) -> list[dict]:
     """The TrainingRuntimes of `namespace` and every ClusterTrainingRuntime (what a TrainJob there may name)."""
     return list_items(api, TRAINING_RUNTIMES, namespace, optional=True) + list_items(
         api, CLUSTER_TRAINING_RUNTIMES, optional=True)
+
+
+def never_starting(api: ApiServer) -> list[dict]:
+    """The TrainJobs the controller labelled as never starting (a label selector: served from the watch cache)."""
+    return list_items(api, TRAINJOBS, optional=True, label_selector=K.NEVER_STARTS_LABEL)
 
 
 def trainjobs(api: ApiServer) -> list[dict]:

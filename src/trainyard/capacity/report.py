@@ -16,6 +16,8 @@ Definitions:
 - stalled: TrainJobs the controller's stall loop finds holding GPUs while their progress has stopped (recorded on
   their namespace, `trainyard.dev/stalled-trainjobs`; also a `TrainJobStalled` Event on each), the longest stalled
   first: when progress stopped, and when the loop first found it.
+- never starting: TrainJobs the controller failed because their pods can never be created (the API server refuses
+  them: Pod Security, LimitRange, ...), with the API server's words; they hold nothing.
 - budgets: each namespace with a GPU-hour budget, as the controller's budget loop last found it (its
   `trainyard.dev/budget-status`): spent this period, percent, state (ok, warning from 80 %, exhausted from
   100 %), since when, the action applied and the date it runs out at the period's pace.
@@ -28,7 +30,7 @@ from fractions import Fraction
 from typing import Mapping
 
 from trainyard.k8s import (NAMESPACE_BUDGET_ANNOTATION, NAMESPACE_BUDGET_STATUS_ANNOTATION, NAMESPACE_STALLED_ANNOTATION,
-                           format_quantity)
+                           NEVER_STARTS_LABEL, format_quantity)
 from trainyard.tenant_policy import Budget, BudgetStatus, stalled_from_annotation
 from trainyard.timestamps import format_epoch
 
@@ -47,6 +49,7 @@ class Report:
     quotas: list[dict] = field(default_factory=list)
     budgets: list[dict] = field(default_factory=list)
     stalled: list[dict] = field(default_factory=list)
+    never_starting: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,7 +109,24 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
                                   "percent": round(float(now / limit * 100), 1) if limit else 0.0})
     report.budgets = budget_rows(snap.namespaces)
     report.stalled = stalled_rows(snap.namespaces)
+    report.never_starting = never_starting_rows(snap.never_starting)
     return report
+
+
+def never_starting_rows(trainjobs: list[dict]) -> list[dict]:
+    """TrainJobs that will never start, with why: those the controller failed for it (its label finds them; its
+    Failed condition, which tenants cannot write, confirms it). They hold nothing: their gang was released."""
+    rows = []
+    for trainjob in trainjobs:
+        meta = trainjob.get("metadata") or {}
+        reason = (meta.get("labels") or {}).get(NEVER_STARTS_LABEL)
+        failed = next((c for c in (trainjob.get("status") or {}).get("conditions") or []
+                       if c.get("type") == "Failed" and c.get("status") == "True"), None)
+        if failed is None or failed.get("reason") != reason:
+            continue
+        rows.append({"namespace": meta.get("namespace", ""), "trainjob": meta.get("name", ""), "reason": reason,
+                     "why": failed.get("message", ""), "since": failed.get("lastTransitionTime", "")})
+    return sorted(rows, key=lambda r: (r["namespace"], r["trainjob"]))
 
 
 def _pending_in_order(uses: Mapping[str, QueueUse]) -> list[tuple[str, str, str, str]]:
@@ -210,6 +230,9 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
     if report.quotas:
         parts.append(_table("Tenant quotas", report.quotas, ["namespace", "quota", "resource", "used", "hard",
                                                              "percent"], limit, "quota rows"))
+    if report.never_starting:
+        parts.append(_table("TrainJobs that can never start (failed, holding nothing)", report.never_starting,
+                            ["namespace", "trainjob", "reason", "why", "since"], limit, "TrainJobs that never start"))
     if report.stalled:
         parts.append(_table("Stalled TrainJobs (holding GPUs, progress stopped)", report.stalled,
                             ["namespace", "trainjob", "why", "stopped", "seen"], limit, "stalled TrainJobs"))

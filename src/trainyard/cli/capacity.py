@@ -92,6 +92,7 @@ def report_command(
     try:
         api = live.connect(kubeconfig)
         reading = live.Background(live.snapshot, api, podgroup_events=every_row)
+        never = live.Background(live.never_starting, api)
         # what the report then needs is imported while the lists are read (a second of CPU on a busy machine)
         import rich.table  # noqa: F401 - the tables' renderer
 
@@ -99,6 +100,7 @@ def report_command(
         from trainyard.capacity.report import TEXT_ROWS, build_report, render_text, unadmitted_shown
 
         snap = reading.result()
+        snap.never_starting = never.result()
         if not every_row:  # why the shown gangs wait: their namespaces' Events, not every Event of the cluster
             snap.events = live.events_in(api, unadmitted_shown(snap, TEXT_ROWS))
         words = start_estimates(api, snap, default_run)

@@ -201,3 +201,21 @@ def test_the_text_report_reads_the_events_of_the_shown_unadmitted_gangs_namespac
         pod_group("out", "a", 8, phase="Pending", ns="a-ns")])
     assert [row["podgroup"] for row in build_report(snap).pending] == ["a-ns/out", "c-ns/in", "b-ns/late"]
     assert unadmitted_shown(snap, limit) == namespaces
+
+
+def _never(name, reason="PodsRefused", failed_reason="PodsRefused", labelled=True):
+    labels = {"trainyard.dev/never-starts": reason} if labelled else {}
+    return {"metadata": {"name": name, "namespace": "team-a", "labels": labels},
+            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": failed_reason,
+                                       "message": "the API server refuses the pods of Job x: ... violates PodSecurity",
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+
+def test_trainjobs_that_can_never_start_are_listed_with_why_when_their_status_says_so():
+    """The label finds them cheaply; a tenant can write labels, not status: a label alone lists nothing."""
+    snap = Snapshot(never_starting=[_never("b"), _never("a"), _never("forged", failed_reason="DeadlineExceeded")])
+    report = build_report(snap)
+    assert [(r["trainjob"], r["reason"]) for r in report.never_starting] == [("a", "PodsRefused"), ("b", "PodsRefused")]
+    text = render_text(report)
+    assert "TrainJobs that can never start" in text and "violates PodSecurity" in text
+    assert "TrainJobs that can never start" not in render_text(build_report(Snapshot()))
