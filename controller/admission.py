@@ -40,13 +40,32 @@ class Lookup(Protocol):
     def __call__(self, kind: str, name: str | None, namespace: str | None = None) -> Any: ...
 
 
-def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunPod | None = None) -> dict:
+# Annotations on a TrainJob that only the platform's own loops write (the reclaim loop's note on a TrainJob it
+# suspended: a forged one made the loop wait for a gang that does not exist, and reclaim stopped cluster-wide).
+PLATFORM_ANNOTATIONS = (K.RECLAIMED_FOR_ANNOTATION,)
+
+
+def platform_annotation_errors(new: dict, old: dict | None, user: str, platform_users: frozenset[str]) -> list[FieldError]:
+    """Changes to `PLATFORM_ANNOTATIONS` by anyone but the controller itself (`platform_users`: its identity; empty
+    when unknown, then nothing is checked, or the controller would refuse its own writes)."""
+    if not platform_users or user in platform_users:
+        return []
+    before = K.mapping(K.mapping((old or {}).get("metadata")).get("annotations"))
+    after = K.mapping(K.mapping(new.get("metadata")).get("annotations"))
+    return [FieldError(f"metadata.annotations[{key}]", "Forbidden", "written by the platform's reclaim loop only; "
+                       "remove it (suspend the TrainJob with spec.suspend instead)")
+            for key in PLATFORM_ANNOTATIONS if before.get(key) != after.get(key)]
+
+
+def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunPod | None = None,
+                              platform_users: frozenset[str] = frozenset()) -> dict:
     """Answer an admission.k8s.io/v1 AdmissionReview for TrainJob / (Cluster)TrainingRuntime.
 
     `lookup(kind, name, namespace)` returns a live object or None; it is asked for the referenced
     runtime, the TrainJob's JobSet, Volcano Queues and PriorityClasses; `lookup("ResourceQuota", None, ns)`
     lists the namespace's ResourceQuotas (None or [] when unknown). `dry_run_pod`: when given, a new or changed
     TrainJob's pods are dry-run created first (`pod_refusals`), and one the API server would refuse is refused.
+    `platform_users`: the controller's own identity, the only one that may write `PLATFORM_ANNOTATIONS`.
     """
     request = (review or {}).get("request") or {}
     uid = request.get("uid", "")
@@ -59,7 +78,9 @@ def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunP
         elif not isinstance(new, dict):
             result = Result(errors=[FieldError("object", "Required", "the AdmissionReview request has no object")])
         elif kind == C.TRAINJOB_KIND:
-            result = _review_trainjob(new, old, lookup, dry_run_pod)
+            user = str(K.mapping(request.get("userInfo")).get("username") or "")
+            forged = platform_annotation_errors(new, old, user, platform_users)
+            result = Result(errors=forged) if forged else _review_trainjob(new, old, lookup, dry_run_pod)
         elif kind in C.RUNTIME_KINDS:
             result = validate_runtime(new, old)
         else:

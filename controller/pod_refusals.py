@@ -51,10 +51,13 @@ _PERMANENT = (
     (re.compile(r"violates PodSecurity"),
      "remove what the namespace's Pod Security level forbids from the pod template (the TrainJob's "
      "runtimePatches or podTemplateOverrides, or the runtime), or ask the platform team for another level"),
-    (re.compile(r"(maximum|minimum) \S+ usage per (Container|Pod)|must be less than or equal to \S+ limit|"
-                r"(max|min) limit to request ratio"),
+    (re.compile(r"(maximum|minimum) \S+ usage per (Container|Pod)|(max|min) limit to request ratio"),
      "keep every container's requests and limits within the namespace's LimitRange "
      "(kubectl describe limitrange -n NAMESPACE)"),
+    (re.compile(r"must be (less than or )?equal to \S+ limit"),
+     "keep each container's requests at or below its limits and a GPU's request equal to its limit: set "
+     "spec.trainer.resourcesPerNode.requests with its limits (the runtime's requests are kept where the TrainJob "
+     "gives none)"),
     (re.compile(r"error looking up service account|serviceaccount \"[^\"]*\" not found"),
      "name a ServiceAccount that exists in the namespace and that the platform allows for training"),
     (re.compile(r"ValidatingAdmissionPolicy .* denied request|admission webhook .* denied the request"),

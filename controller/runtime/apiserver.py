@@ -246,6 +246,12 @@ class ApiServer:
         meta = obj["metadata"]
         return self._call("PUT", resource_for(obj).path(meta.get("namespace"), meta["name"]), body=obj)
 
+    def whoami(self) -> str:
+        """This client's user name, as the API server authenticates it (a SelfSubjectReview)."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = self._call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review) or {}
+        return str(K.mapping(K.mapping(answer.get("status")).get("userInfo")).get("username") or "")
+
     def token_review(self, token: str, audience: str) -> dict:
         """The API server's verdict on a bearer token for one audience (TokenReview status)."""
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",

@@ -219,6 +219,9 @@ class CachedReads:
     def dry_run_create(self, obj: dict) -> str | None:
         return self.api.dry_run_create(obj)
 
+    def whoami(self) -> str:
+        return self.api.whoami()
+
     def event(self, involved: dict, reason: str, message: str, *, name: str | None = None, **details: str) -> None:
         """`details`: ApiServer.event's type, action and component (the companion loops' Events set them)."""
         self.api.event(involved, reason, message, name=name, **details)

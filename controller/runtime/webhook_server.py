@@ -74,12 +74,25 @@ def make_dry_run_pod(api):
     return dry_run_pod
 
 
+def own_identity(api) -> frozenset[str]:
+    """The controller's user name (the one identity that may write the platform's annotations on TrainJobs); empty,
+    so nothing is refused for it, when the API server cannot say."""
+    try:
+        name = api.whoami()
+    except Exception as exc:  # an API server without SelfSubjectReview, a network error at start
+        log.warning(json.dumps({"msg": "own identity unknown: the platform's TrainJob annotations are not guarded",
+                                "error": str(exc)[:300]}))
+        return frozenset()
+    return frozenset([name]) if name else frozenset()
+
+
 def serve_webhooks(api: ApiView, address: str, cert_dir: str, client_ca: str | None = None) -> ThreadingHTTPServer:
     """`client_ca`: answer only the API server, whose webhook client certificate that CA signed (its
     AdmissionConfiguration's kubeConfigFile); without one any client reaching the port gets answers, and the
     answers tell whether a runtime or JobSet of a name exists in any namespace."""
     lookup = make_lookup(api)
     dry_run_pod = make_dry_run_pod(api)
+    platform_users = own_identity(api)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 (http.server API)
@@ -90,7 +103,7 @@ def serve_webhooks(api: ApiView, address: str, cert_dir: str, client_ca: str | N
             length = int(self.headers.get("Content-Length", "0"))
             try:
                 review = json.loads(self.rfile.read(length))
-                answer = admission_review_response(review, lookup, dry_run_pod)
+                answer = admission_review_response(review, lookup, dry_run_pod, platform_users)
             except Exception as exc:  # never crash the server on one bad review
                 log.warning(json.dumps({"msg": "admission review failed", "error": str(exc)[:300]}))
                 uid = ((locals().get("review") or {}).get("request") or {}).get("uid", "")

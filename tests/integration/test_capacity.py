@@ -105,8 +105,9 @@ def test_fit_refuses_what_admission_refuses(cluster, shared, catalog_runtime, id
 def test_fit_refuses_a_trainjob_whose_jobs_the_jobset_controller_cannot_create(cluster, shared, idle, tmp_path):
     """The runtime asks 1 GPU per node (requests and limits, as the catalog's torch runtime does); the TrainJob sets
     only a limit of 2. As upstream, the merge keeps the runtime's request: request 1, limit 2, which the API server
-    refuses only when the JobSet controller creates the Job. fit says so, and the promise holds: created, the
-    TrainJob gets a JobSet whose Job is refused in the same words, and no pod."""
+    refuses only when the Job's pods are validated. The webhook's dry-run of those pods refuses the TrainJob at
+    create; fit says so through its own dry-run create, in the same words, and the promise holds: nothing is
+    created."""
     runtime = f"one-gpu-{uuid.uuid4().hex[:6]}"
     rt = torch_runtime(runtime, gpus=1)
     node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
@@ -118,18 +119,15 @@ def test_fit_refuses_a_trainjob_whose_jobs_the_jobset_controller_cannot_create(c
         told = fit(cluster, tmp_path, tj)
         assert told.returncode == 2, told.stdout + told.stderr
         verdict = told.stdout.strip().splitlines()[-1]
-        assert verdict.startswith("refused: the JobSet controller could not create its Job limit-only-node-0: "), verdict
+        assert verdict.startswith("refused: the API server: "), verdict
         assert "must be equal to nvidia.com/gpu limit of 2" in verdict and "resourcesPerNode.requests" in verdict
         # with the request given too, the same TrainJob passes that check
         both = new_trainjob("both", runtime, namespace=tenant.ns, nodes=1,
                             per_node={"limits": {GPU: "2"}, "requests": {GPU: "2"}})
-        assert "could not create its Job" not in fit(cluster, tmp_path, both).stdout
+        assert "must be equal to" not in fit(cluster, tmp_path, both).stdout
 
-        create(cluster, tj, tenant.user)
-        events = cluster.wait(lambda: [e for e in cluster.core.list_namespaced_event(tenant.ns).items
-                                       if e.involved_object.kind == "JobSet" and "must be equal to" in (e.message or "")],
-                              timeout=60, what="the JobSet controller refused the Job")
-        assert "nvidia.com/gpu limit of 2" in events[0].message
+        refused = create_error(cluster, tj, tenant.user)
+        assert "must be equal to nvidia.com/gpu limit of 2" in refused and "resourcesPerNode.requests" in refused
         from kubernetes import client
 
         assert not client.BatchV1Api(cluster.api_client).list_namespaced_job(tenant.ns).items

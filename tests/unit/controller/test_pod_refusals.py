@@ -250,3 +250,29 @@ def test_a_gang_admitted_again_is_counted_from_its_new_podgroup():
     assert P.counted_from(refusal, "2026-01-01T00:05:00Z").since == "2026-01-01T00:05:00Z"
     assert P.counted_from(refusal, "2025-12-31T00:00:00Z").since == "2026-01-01T00:00:00Z"
     assert P.counted_from(refusal, "garbage").since == "2026-01-01T00:00:00Z"
+
+
+def _review_as(user, tj, old=None):
+    request = {"uid": "u", "operation": "UPDATE" if old else "CREATE", "kind": {"kind": "TrainJob"}, "object": tj,
+               "userInfo": {"username": user}}
+    if old:
+        request["oldObject"] = old
+    return {"request": request}
+
+
+def test_only_the_controller_writes_the_reclaim_loops_note():
+    """Red-team finding: a forged trainyard.dev/reclaimed-for note stopped reclaim cluster-wide."""
+    plain = trainjob(namespace="team-a", trainer={"numNodes": 1})
+    noted = trainjob(namespace="team-a", trainer={"numNodes": 1})
+    noted["metadata"]["annotations"] = {K.RECLAIMED_FOR_ANNOTATION: "team-b/gang 1700000000"}
+    controller = frozenset({"system:serviceaccount:trainyard-system:trainyard-controller"})
+    lookup = _lookup(tenant_namespace("team-a"))
+    forged = admission_review_response(_review_as("alice", noted), lookup, platform_users=controller)["response"]
+    assert forged["allowed"] is False and K.RECLAIMED_FOR_ANNOTATION in forged["status"]["message"]
+    added = admission_review_response(_review_as("alice", noted, old=plain), lookup, platform_users=controller)
+    assert added["response"]["allowed"] is False
+    by_controller = admission_review_response(_review_as(next(iter(controller)), noted, old=plain), lookup,
+                                              platform_users=controller)
+    assert by_controller["response"]["allowed"] is True
+    untouched = admission_review_response(_review_as("alice", noted, old=noted), lookup, platform_users=controller)
+    assert untouched["response"]["allowed"] is True  # alice may still edit a TrainJob the loop noted
