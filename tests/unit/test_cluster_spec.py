@@ -155,3 +155,21 @@ def test_down_removes_only_the_provisioners_directories(path, removed):
 
     pv = {"spec": {"hostPath": {"path": path}} if path else {"local": {"path": "/x"}}}
     assert host_path_volumes([pv]) == ([Path(path)] if removed else [])
+
+
+@pytest.mark.parametrize("real_nodes", [0, 1])
+def test_the_api_server_presents_its_webhook_client_certificate_from_one_patch(real_nodes):
+    """The local API server gets an AdmissionConfiguration (its client certificate for every admission webhook), in
+    the one kube-apiserver patch kwokctl reads, beside the real-node flags when there are real nodes."""
+    binaries = {name: Path(name) for name in (
+        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "etcdctl", "kwok")}
+    client = (Path("/c.crt"), Path("/c.key")) if real_nodes else None
+    config = s.kwokctl_config(s.ClusterSpec(real_nodes=real_nodes), binaries, client, Path("/certs/admission.yaml"))
+    patches = [p for p in config["componentsPatches"] if p["name"] == "kube-apiserver"]
+    assert len(patches) == 1
+    assert {"key": "admission-control-config-file", "value": "/certs/admission.yaml"} in patches[0]["extraArgs"]
+    assert any(a["key"] == "kubelet-client-certificate" for a in patches[0]["extraArgs"]) is bool(real_nodes)
+    admission, kubeconfig = s.webhook_admission_files(Path("/w/c.crt"), Path("/w/c.key"), Path("/w/kubeconfig.yaml"))
+    assert {p["name"] for p in admission["plugins"]} == {"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
+    assert {p["configuration"]["kubeConfigFile"] for p in admission["plugins"]} == {"/w/kubeconfig.yaml"}
+    assert kubeconfig["users"] == [{"name": "*", "user": {"client-certificate": "/w/c.crt", "client-key": "/w/c.key"}}]
