@@ -148,9 +148,29 @@ def pods_to_try(jobset: dict) -> list[tuple[str, dict]]:
                                          "controller": True}]}
         if isinstance(meta.get("annotations"), dict) and meta["annotations"]:
             pod_meta["annotations"] = dict(meta["annotations"])
-        out.append((str(job.get("name", "")), {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
-                                               "spec": K.json_copy(K.mapping(template.get("spec")))}))
+        spec = K.json_copy(K.mapping(template.get("spec")))
+        add_claim_volumes(spec, jobset)
+        out.append((str(job.get("name", "")), {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}))
     return out
+
+
+def add_claim_volumes(pod_spec: dict, jobset: dict) -> None:
+    """What the JobSet controller adds to each Job it makes (JobSet v0.12 `addVolumes`): for every template of
+    `volumeClaimPolicies` a container mounts, a volume of that name on the claim "<template>-<jobset>" (the claim
+    need not exist for a dry run)."""
+    mounted = {K.mapping(m).get("name") for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers")
+               or []) if isinstance(c, dict) for m in c.get("volumeMounts") or []}
+    volumes = pod_spec.get("volumes") if isinstance(pod_spec.get("volumes"), list) else []
+    have = {K.mapping(v).get("name") for v in volumes}
+    for policy in K.mapping(jobset.get("spec")).get("volumeClaimPolicies") or []:
+        for template in K.mapping(policy).get("templates") or []:
+            name = K.mapping(K.mapping(template).get("metadata")).get("name")
+            if name and name in mounted and name not in have:
+                volumes.append({"name": name, "persistentVolumeClaim": {
+                    "claimName": f"{name}-{k8s.name_of(jobset)}"}})
+                have.add(name)
+    if volumes:
+        pod_spec["volumes"] = volumes
 
 
 # ---- run time: the Job controller's FailedCreate Events ------------------------------------------------

@@ -276,3 +276,14 @@ def test_only_the_controller_writes_the_reclaim_loops_note():
     assert by_controller["response"]["allowed"] is True
     untouched = admission_review_response(_review_as("alice", noted, old=noted), lookup, platform_users=controller)
     assert untouched["response"]["allowed"] is True  # alice may still edit a TrainJob the loop noted
+
+
+def test_a_dry_run_pod_gets_the_claim_volumes_the_jobset_controller_adds():
+    """The torchtune runtimes mount "initializer", a volumeClaimPolicies template: the JobSet controller adds the
+    volume to each Job; a pod without it is invalid, and the webhook refused every torchtune TrainJob."""
+    jobset = _jobset()
+    _pod(jobset)["containers"][0]["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+    jobset["spec"]["volumeClaimPolicies"] = [{"templates": [{"metadata": {"name": "initializer"}},
+                                                            {"metadata": {"name": "unmounted"}}]}]
+    [(_, pod)] = P.pods_to_try(jobset)
+    assert pod["spec"]["volumes"] == [{"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tj"}}]
