@@ -16,7 +16,7 @@ import re
 from trainyard import k8s as K
 from . import constants as C
 from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
-from .api_jobset import jobset_spec
+from .api_jobset import MAX_NUM_NODES, jobset_spec
 from .seed_topology import NETWORK_POLICY_MODES
 from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, list_map, list_type, obj, preserve_unknown, string, string_map
 
@@ -38,8 +38,8 @@ NUM_PROC_RULE = Rule(
 
 # trainyard's upper bounds (upstream has none): the pipeline builds one hostname, env entry or hostfile line
 # per node and process, so an unbounded count exhausts memory before anything can refuse it. 5000 nodes is
-# Kubernetes' largest supported cluster; 1024 processes per node is far above any accelerator count.
-MAX_NUM_NODES = 5000
+# Kubernetes' largest supported cluster (MAX_NUM_NODES, api_jobset: a replicated job's replicas too); 1024
+# processes per node is far above any accelerator count.
 MAX_PROCS_PER_NODE = 1024
 
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 from .api_core import preserved_object_meta, resource_requirements
 from .schema import DNS1035, Rule, array, boolean, free_object, immutable, integer, list_map, list_type, obj, preserve_unknown, string
 
+# The largest count of nodes (numNodes) or of a replicated job's replicas: Kubernetes' largest supported cluster.
+# The pipeline builds a hostname per pod, so an unbounded count exhausted memory before anything refused it.
+MAX_NUM_NODES = 5000
+
 
 def _no_depends_on_with_in_order(spec: dict) -> bool:
     in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
@@ -41,7 +45,7 @@ def jobset_spec() -> dict:
     replicated_job = obj({
         "name": string(),
         "groupName": string(default="default", maxLength=63, pattern=DNS1035.pattern),
-        "replicas": integer(default=1),
+        "replicas": integer(default=1, minimum=0, maximum=MAX_NUM_NODES),
         "dependsOn": array(obj({"name": string(), "status": string(enum=["Ready", "Complete"])}, required=["name", "status"]),
                            maxItems=5, rules=[value_immutable],
                            **list_map("name")),

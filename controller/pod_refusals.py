@@ -160,7 +160,8 @@ def add_claim_volumes(pod_spec: dict, jobset: dict) -> None:
     need not exist for a dry run)."""
     mounted = {K.mapping(m).get("name") for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers")
                or []) if isinstance(c, dict) for m in c.get("volumeMounts") or []}
-    volumes = pod_spec.get("volumes") if isinstance(pod_spec.get("volumes"), list) else []
+    found = pod_spec.get("volumes")
+    volumes: list = found if isinstance(found, list) else []
     have = {K.mapping(v).get("name") for v in volumes}
     for policy in K.mapping(jobset.get("spec")).get("volumeClaimPolicies") or []:
         for template in K.mapping(policy).get("templates") or []:

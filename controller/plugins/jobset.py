@@ -12,6 +12,8 @@ from __future__ import annotations
 from trainyard import k8s as K
 from .. import constants as C
 from .. import k8s
+from ..api_jobset import MAX_NUM_NODES
+from ..errors import ValidationError
 from ..info import RuntimeInfo
 from ..resources import mirror_extended_limits
 from .framework import Context, ObjectRef
@@ -26,6 +28,10 @@ def endpoints(info: RuntimeInfo) -> dict[str, list[str]]:
     """`<trainjob>-<job>-<replica>-<pod>.<subdomain>` for every pod, per replicated job."""
     out = {}
     for pod_set, job in zip(info.pod_sets, k8s.replicated_jobs(info.spec)):
+        replicas = job.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= MAX_NUM_NODES:
+            raise ValidationError(f"must be an integer from 0 to {MAX_NUM_NODES} (a hostname is built per pod); "
+                                  "fix the runtime", f"spec.template.spec.replicatedJobs[{job.get('name')}].replicas")
         out[pod_set.name] = [f"{info.name}-{pod_set.name}-{r}-{p}.{subdomain(info)}"
                              for r in range(job.get("replicas", 1)) for p in range(pod_set.count)]
     return out

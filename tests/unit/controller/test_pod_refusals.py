@@ -287,3 +287,15 @@ def test_a_dry_run_pod_gets_the_claim_volumes_the_jobset_controller_adds():
                                                             {"metadata": {"name": "unmounted"}}]}]
     [(_, pod)] = P.pods_to_try(jobset)
     assert pod["spec"]["volumes"] == [{"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tj"}}]
+
+
+def test_a_runtime_with_huge_replicas_is_refused_before_anything_is_built_per_pod():
+    """bad_input found it: a replicated job with 2**63 replicas made the build list a hostname per pod until the
+    machine ran out of memory (the controller too, for a runtime admitted while the webhook was away)."""
+    from trainyard.controller.build import build_objects
+    from trainyard.controller.errors import ControllerError
+
+    rt = runtime(jobs=[job("node", "trainer")], ml={"torch": {}})
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 2**63
+    with pytest.raises(ControllerError, match=r"replicas: .*from 0 to 5000"):
+        build_objects(trainjob(trainer={"numNodes": 1}), rt, [])
