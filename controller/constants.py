@@ -113,5 +113,5 @@ REASON_BUILD_FAILED = "BuildFailed"
 REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 REASON_QUEUE_NOT_FOUND = "QueueNotFound"
 REASON_QUOTA_EXCEEDED = "QuotaExceeded"
-REASON_SERVICE_ACCOUNT_NOT_ALLOWED = "ServiceAccountNotAllowed"
+REASON_POD_NOT_ALLOWED = "PodNotAllowed"  # a tenant's pods ask what its policy forbids (tenant_namespace.pod_policy_errors)
 EVENT_RESOURCES_CREATION_FAILED = "TrainJobResourcesCreationFailed"  # upstream's event reason

@@ -11,9 +11,11 @@ expired activeDeadlineSeconds fails the TrainJob and deletes its JobSet.
 Beyond upstream: the TrainJob's Namespace is read for the tenant's queue and default priority class
 (`tenant_namespace.py`; there a Failed TrainJob's Volcano PodGroup is deleted, so it stops holding the
 queue), and every failure to create the children (build error, missing runtime, API error while
-applying, missing Volcano queue, gang beyond a ResourceQuota) reaches the TrainJob as the condition
-`ResourcesCreationFailed` plus one Warning event per distinct cause, then is raised so the work queue
-retries with backoff; the condition goes away with the first reconcile that applies everything.
+applying, missing Volcano queue, gang beyond a ResourceQuota, pods the tenant may not have) reaches the TrainJob
+as the condition `ResourcesCreationFailed` plus one Warning event per distinct cause, then is raised so the work
+queue retries with backoff; the condition goes away with the first reconcile that applies everything. Pods the API
+server refuses after the JobSet was made (`pod_refusals.py`) fail the TrainJob when no retry can cure it, and
+release its gang from the queue after `gang_start_timeout` when one may.
 """
 
 from __future__ import annotations
@@ -234,17 +236,17 @@ def _namespace(api: ApiView, namespace: str) -> list[dict]:
 def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list[dict],
                namespace_object: dict | None) -> failures.Failure | None:
     """Causes the API server would not report at apply time: a missing Volcano queue, and (when the JobSet
-    is about to be created) pods running as a ServiceAccount the tenant was not given, or a gang larger than a
-    ResourceQuota's hard limit."""
+    is about to be created) pods the tenant may not have (a ServiceAccount it was not given, the platform's taint
+    tolerated, a grace period above its limit), or a gang larger than a ResourceQuota's hard limit."""
     missing = [q for q in dict.fromkeys(failures.volcano_queues(objects)) if api.get(RESOURCES["Queue"], q) is None]
     if missing:
         return failures.queue_failure(missing)
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
     if jobset is None or any(o["kind"] == "JobSet" for o in existing):
         return None
-    borrowed = pod_policy_errors(jobset, namespace_object, "spec")
-    if borrowed:  # admission refuses it; this holds when the webhook was bypassed or the grant was withdrawn since
-        return failures.Failure(C.REASON_SERVICE_ACCOUNT_NOT_ALLOWED, borrowed[0].message)
+    forbidden = pod_policy_errors(jobset, namespace_object, "spec")
+    if forbidden:  # admission refuses it; this holds when the webhook was bypassed or the grant was withdrawn since
+        return failures.Failure(C.REASON_POD_NOT_ALLOWED, forbidden[0].message)
     try:
         quotas = api.list(RESOURCES["ResourceQuota"], namespace).get("items") or []
     except ApiError as exc:
