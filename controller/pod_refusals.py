@@ -69,7 +69,9 @@ _QUOTA = re.compile(r"exceeded quota: ([^,]+), requested: ([^,]+(?:,[^,=]+=[^,]+
 QUOTA_FIX = "use a priority class and resources the namespace's ResourceQuotas allow, or ask for a larger quota"
 # Transient words that may sit inside a message the patterns above would otherwise match.
 _TRANSIENT = re.compile(r"failed calling webhook|context deadline exceeded|connection refused|"
-                        r"because it is being terminated|please try again|the server is currently unable")
+                        r"because it is being terminated|please try again|the server is currently unable|"
+                        # a new namespace's `default` ServiceAccount is made moments after the namespace
+                        r"serviceaccount \"default\" not found")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ INVALID = 'Pod "tj-node-0-0-x" is invalid: spec.containers[0].resources.requests
     (PSA, True), (LIMIT, True), (SA, True), (VAP, True), (NEVER_QUOTA, True), (INVALID, True),
     ("Error creating: " + PSA, True),
     (FULL_QUOTA, False),  # other pods hold the quota now: it frees
+    ('pods "x" is forbidden: error looking up service account ns/default: serviceaccount "default" not found',
+     False),  # a new namespace's default account comes moments later
     (WEBHOOK_DOWN, False), ("", False),
     ('unable to create new content in namespace team-a because it is being terminated', False),
     ("something the controller has never seen", False),
