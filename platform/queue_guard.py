@@ -18,6 +18,9 @@ CronJob, JobSet, Volcano Job, TrainJob), since a pod created bound skips every s
 A PodGroup the TrainJob controller owns is the controller's: only its identity (or a cluster admin) may
 change what scheduling reads from it (queue, priorityClassName, minMember, minResources, networkTopology);
 anyone else with PodGroup rights in the namespace is refused at admission instead of being reverted later.
+Its `status` is Volcano's: the controller resumes a gang's JobSet when the phase reads Inqueue, so only Volcano's
+scheduler and controllers (their ServiceAccounts), the TrainJob controller or a cluster admin may change it.
+Volcano's PodGroup CRD has no status subresource, so status writes are plain updates of `podgroups`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from trainyard.platform.gpu_pod_routing import POLICY_NAME as POLICY_NAME_ROUTIN
 from trainyard.platform.gpu_pod_routing import names_gpus
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_objects import QUEUE_LABEL, admission_policy_binding
+from trainyard.queues.scheduler_config import CONFIGMAP_NAMESPACE as VOLCANO_NAMESPACE
 
 POLICY_NAME = "trainyard-queue-guard"
 API = "admissionregistration.k8s.io/v1"
@@ -103,26 +107,48 @@ SCHEDULING_FIELDS = (("queue", "''"), ("priorityClassName", "''"), ("minMember",
 ADMIN_GROUP = "system:masters"
 
 
+VOLCANO_SERVICE_ACCOUNTS = ("volcano-scheduler", "volcano-controllers")
+"""The identities of Volcano's chart (release `volcano`) that write PodGroup status."""
+
+
 def controller_username(namespace: str = "trainyard-system") -> str:
     return f"system:serviceaccount:{namespace}:{K.CONTROLLER_NAME}"
+
+
+def volcano_usernames(namespace: str = VOLCANO_NAMESPACE) -> tuple[str, ...]:
+    return tuple(f"system:serviceaccount:{namespace}:{name}" for name in VOLCANO_SERVICE_ACCOUNTS)
+
+
+def _owned_pod_group_update(trusted: tuple[str, ...], same: str) -> str:
+    """CEL: not an update of a TrainJob-owned PodGroup, or one by a trusted identity or an admin, or `same` holds."""
+    names = ", ".join(f"'{name}'" for name in trusted)
+    return ("object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
+            "!oldObject.?metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && "
+            f"r.kind == 'TrainJob') || request.userInfo.username in [{names}] || "
+            f"request.userInfo.?groups.orValue([]).exists(g, g == '{ADMIN_GROUP}') || ({same})")
 
 
 def _owned_pod_group_unchanged(controller: str) -> str:
     """CEL: an update of a TrainJob-owned PodGroup by anyone but the controller keeps its scheduling fields."""
     same = " && ".join(f"object.spec.?{f}.orValue({empty}) == oldObject.spec.?{f}.orValue({empty})"
                        for f, empty in SCHEDULING_FIELDS)
-    return ("object.kind != 'PodGroup' || request.operation != 'UPDATE' || "
-            "!oldObject.?metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && "
-            f"r.kind == 'TrainJob') || request.userInfo.username == '{controller}' || "
-            f"request.userInfo.?groups.orValue([]).exists(g, g == '{ADMIN_GROUP}') || ({same})")
+    return _owned_pod_group_update((controller,), same)
 
 
-def _own_message_validations(controller: str) -> tuple:
+def _owned_pod_group_status_unchanged(controller: str, volcano: tuple[str, ...]) -> str:
+    """CEL: an update of a TrainJob-owned PodGroup by anyone but Volcano or the controller keeps its status."""
+    return _owned_pod_group_update((controller, *volcano), "object.?status.orValue({}) == oldObject.?status.orValue({})")
+
+
+def _own_message_validations(controller: str, volcano: tuple[str, ...]) -> tuple:
     fields = ", ".join(f for f, _ in SCHEDULING_FIELDS)
     return OWN_MESSAGE_VALIDATIONS + (
         (_owned_pod_group_unchanged(controller),
          f"'this PodGroup belongs to a TrainJob: only the TrainJob controller may change its {fields}; "
-         "edit the TrainJob (suspend it, change it, resume it) instead'"),)
+         "edit the TrainJob (suspend it, change it, resume it) instead'"),
+        (_owned_pod_group_status_unchanged(controller, volcano),
+         "'this PodGroup belongs to a TrainJob: its status (phase, running, conditions) is written by Volcano only, "
+         "since the TrainJob controller starts the gang when Volcano admits it; leave status alone'"),)
 
 
 # (expression, message) checks with messages of their own
@@ -143,8 +169,10 @@ OWN_MESSAGE_VALIDATIONS = (
 )
 
 
-def render_queue_guard_policy(controller: str = controller_username()) -> dict:
-    """`controller`: the username the TrainJob controller acts as (the only one that may edit its PodGroups)."""
+def render_queue_guard_policy(controller: str = controller_username(),
+                              volcano: tuple[str, ...] = volcano_usernames()) -> dict:
+    """`controller`: the username the TrainJob controller acts as (the only one that may edit its PodGroups);
+    `volcano`: the usernames Volcano writes PodGroup status as."""
     rules = [{"apiGroups": [group], "apiVersions": [version], "resources": [resource],
               "operations": ["CREATE", "UPDATE"]} for group, version, resource in GUARDED_RESOURCES]
     return {
@@ -161,7 +189,7 @@ def render_queue_guard_policy(controller: str = controller_username()) -> dict:
                    "messageExpression": f"'{where} names a Volcano queue other than this namespace\\'s queue ' + variables.queue"}
                   for where, expression in VALIDATIONS),
                 *({"expression": expression, "reason": "Forbidden", "messageExpression": message}
-                  for expression, message in _own_message_validations(controller)),
+                  for expression, message in _own_message_validations(controller, volcano)),
             ],
         },
     }

@@ -143,7 +143,8 @@ def test_a_controller_that_may_not_read_namespaces_skips_tenant_checks_instead_o
 
 
 def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(cluster, shared, classes, catalog_runtime):
-    """Attack found by a hidden set: patched to system-node-critical with minMember 0, admitted, reverted ~4 s later."""
+    """Attacks found by hidden sets: patched to system-node-critical with minMember 0, admitted, reverted ~4 s later;
+    status.phase forged to Inqueue, which started a gang in a queue its budget had closed."""
     tenant = tenant_with(cluster, classes)
     ns = tenant.ns
     sa = f"system:serviceaccount:{ns}:workflow"
@@ -168,6 +169,14 @@ def test_an_identity_with_podgroup_rights_cannot_steer_a_trainjobs_podgroup(clus
                     or ("queue" in patch and "names a Volcano queue other than this namespace's queue" in str(exc)), str(exc)
             else:
                 raise AssertionError(f"the patch {patch} was admitted")
+        # the controller starts a gang when its PodGroup reads Inqueue: only Volcano may write that
+        phase = podgroup(cluster, "steered", ns).get("status", {}).get("phase")
+        for forged in ({"phase": "Inqueue"}, {"phase": "Running", "running": 1}):
+            if forged["phase"] == phase:
+                continue
+            with pytest.raises(ClusterError, match="its status .* is written by Volcano only"):
+                cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns,
+                                "--type=merge", "-p", json.dumps({"status": forged}))
         cluster.kubectl(f"--as={sa}", "patch", "podgroup.scheduling.volcano.sh", "steered", "-n", ns, "--type=merge",
                         "-p", json.dumps({"metadata": {"labels": {"note": "mine"}}}))  # what does not steer stays allowed
         assert podgroup(cluster, "steered", ns)["spec"] == before

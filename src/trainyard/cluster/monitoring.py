@@ -183,12 +183,35 @@ def entitlement_rule() -> str:
             f"or ({weights} / scalar(sum({weights})) * scalar({cluster_gpus}))")
 
 
+def plain_series(metric: str, *matchers: str) -> str:
+    """`metric{a="b",c=~"d"}` from the matchers given (none: the bare metric name)."""
+    given = [m for m in matchers if m]
+    return f"{metric}{{{','.join(given)}}}" if given else metric
+
+
+SIDECAR_MATCHER = 'restart_policy="Always"'
+
+
+def held_gpus(by: str, series: Callable[..., str] = plain_series) -> str:
+    """PromQL: the GPUs each pod holds, summed `by` these labels. Its containers' requests plus its native sidecars'
+    (init containers with restartPolicy Always run beside them for the pod's life), or its largest other init
+    container's when that is more (those run one at a time before the containers, holding what they ask).
+    `series(metric, *matchers)` makes each series selector (a usage window wraps it in `last_over_time`)."""
+    gpu = f'resource="{GPU_METRIC_RESOURCE}"'
+    regular = f"max by ({by}, container) ({series('kube_pod_container_resource_requests', gpu)})"
+    init = f"max by ({by}, container) ({series('kube_pod_init_container_resource_requests', gpu)})"
+    sidecar = f"max by ({by}, container) ({series('kube_pod_init_container_info', SIDECAR_MATCHER)})"
+    beside = f'label_replace(sum by ({by}) ({regular} or ({init} * on ({by}, container) {sidecar})), "part", "beside", "", "")'
+    before = f'label_replace(max by ({by}) ({init} unless on ({by}, container) {sidecar}), "part", "before", "", "")'
+    return f"max by ({by}) ({beside} or {before})"
+
+
 def recording_rules() -> dict:
-    """GPUs held by each running pod (requests of its containers, while its phase is Running), by namespace (a
+    """GPUs held by each running pod (`held_gpus`, while its phase is Running), by namespace (a
     tenant's, with its queue and pinned catalog release), and by TrainJob (its JobSet's pods) with tenant, queue,
     priority class, runtime and catalog release; GPU-hours are their integral over time. Also each tenant queue's
     entitlement (`entitlement_rule`), so usage can split what was held within it from what was borrowed."""
-    requests = f'sum by (namespace, pod) (kube_pod_container_resource_requests{{resource="{GPU_METRIC_RESOURCE}"}})'
+    requests = held_gpus("namespace, pod")
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
     queue, release = series_label(K.NAMESPACE_QUEUE_LABEL), series_label(K.CATALOG_VERSION_LABEL)
     jobset = series_label(POD_LABELS[0])

@@ -24,6 +24,7 @@ from trainyard.errors import TrainyardError
 from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
 
 POD = ("namespace", "pod", "uid")
+FINISHED_PHASES = 'phase=~"Succeeded|Failed"'
 JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
 TENANT_LABEL, QUEUE_LABEL, CATALOG_LABEL = (M.series_label(label) for label in M.NAMESPACE_LABELS)
 BUDGET_LABEL = M.annotation_label(K.NAMESPACE_BUDGET_ANNOTATION)
@@ -39,10 +40,7 @@ def window(seconds: float) -> str:
     return f"{max(1, math.ceil(seconds))}s"
 
 
-def selector(metric: str, *matchers: str) -> str:
-    """`metric{a="b",c=~"d"}` from the matchers given (none: the bare metric name)."""
-    given = [m for m in matchers if m]
-    return f"{metric}{{{','.join(given)}}}" if given else metric
+selector = M.plain_series
 
 
 def namespace_matcher(namespaces: Sequence[str] | None) -> str:
@@ -53,14 +51,18 @@ def namespace_matcher(namespaces: Sequence[str] | None) -> str:
 def pod_span_queries(since: float, until: float, namespaces: Sequence[str] | None = None) -> dict[str, str]:
     """Name -> PromQL for the spans GPU pods held (of these namespaces only, when given), each evaluated at `until`."""
     w, only = window(until - since), namespace_matcher(namespaces)
-    gpu = f'resource="{M.GPU_METRIC_RESOURCE}"'
+
+    def last(metric: str, *matchers: str) -> str:
+        return f"last_over_time({selector(metric, *matchers, only)}[{w}])"
+
     return {
         # one series per container and node: a pod seen pending (node "") then bound has two; max, then sum
-        "gpus": f"sum by (namespace, pod, uid) (max by (namespace, pod, uid, container) "
-                f"(last_over_time({selector('kube_pod_container_resource_requests', gpu, only)}[{w}])))",
+        "gpus": M.held_gpus(", ".join(POD), last),
         "start": f"last_over_time({selector('kube_pod_start_time', only)}[{w}])",
         "present": selector("kube_pod_start_time", only),
         "completion": f"last_over_time({selector('kube_pod_completion_time', only)}[{w}])",
+        # kube-state-metrics dates completion from the first container that ends, even while others run
+        "finished": f'max by (namespace, pod, uid) ({last("kube_pod_status_phase", FINISHED_PHASES)}) == 1',
         "deletion": f"last_over_time({selector('kube_pod_deletion_timestamp', only)}[{w}])",
         "last_seen": f"ts_of_last_over_time({selector('kube_pod_start_time', only)}[{w}])",
     }
@@ -124,13 +126,15 @@ def pod_spans(answers: dict[str, list[dict]]) -> list[PodSpan]:
     gpus = {key: value for key, (_, value) in _by(answers["gpus"], POD).items() if value > 0}
     starts = {key: value for key, (_, value) in _by(answers["start"], POD).items()}
     present = set(_by(answers["present"], POD))
+    finished = set(_by(answers["finished"], POD))
     completion, deletion, last_seen = ({key: value for key, (_, value) in _by(answers[name], POD).items()}
                                        for name in ("completion", "deletion", "last_seen"))
     jobsets = {key: metric.get(JOBSET_LABEL, "") for key, (metric, _) in _by(answers.get("jobset", []), POD).items()}
     classes = {key: metric.get("priority_class", "")
                for key, (metric, _) in _by(answers.get("priority", []), POD).items()}
     return [PodSpan(namespace=key[0], pod=key[1], gpus=count, start=starts[key],
-                    end=pod_end(completion.get(key), deletion.get(key), last_seen.get(key), key in present),
+                    end=pod_end(completion.get(key) if key in finished else None, deletion.get(key),
+                                last_seen.get(key), key in present),
                     trainjob=jobsets.get(key, ""), priority_class=classes.get(key, ""))
             for key, count in sorted(gpus.items()) if key in starts]
 

@@ -215,10 +215,14 @@ def test_trainjob_status_gate_adds_server_port_flags_and_token_reviews(gates, st
 
 def test_only_the_controller_or_an_admin_may_change_a_trainjobs_podgroup_scheduling_fields():
     policy = render_queue_guard_policy("system:serviceaccount:ops:trainyard-controller")
-    (rule,) = [v for v in policy["spec"]["validations"] if "oldObject" in v["expression"]]
-    for fragment in ("request.userInfo.username == 'system:serviceaccount:ops:trainyard-controller'",
+    (rule, status_rule) = [v for v in policy["spec"]["validations"] if "oldObject" in v["expression"]]
+    for fragment in ("request.userInfo.username in ['system:serviceaccount:ops:trainyard-controller']",
                      "g == 'system:masters'", "r.kind == 'TrainJob'", "request.operation != 'UPDATE'",
                      *(f"object.spec.?{f}.orValue" for f in ("queue", "priorityClassName", "minMember", "minResources",
                                                               "networkTopology"))):
         assert fragment in rule["expression"], fragment
     assert "edit the TrainJob" in rule["messageExpression"]
+    for fragment in ("'system:serviceaccount:ops:trainyard-controller', 'system:serviceaccount:volcano-system:volcano-scheduler'",
+                     "object.?status.orValue({}) == oldObject.?status.orValue({})", "g == 'system:masters'"):
+        assert fragment in status_rule["expression"], fragment
+    assert "written by Volcano only" in status_rule["messageExpression"]

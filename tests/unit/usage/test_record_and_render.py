@@ -33,12 +33,12 @@ def test_every_query_reads_the_whole_window_at_its_end():
     assert queries["present"] == "kube_pod_start_time"  # the pods that still exist at the window's end
     assert 'resource="nvidia_com_gpu"' in queries["gpus"]
     # a pod scraped pending (node "") and then bound has two request series: counted once, not twice
-    assert queries["gpus"].startswith("sum by (namespace, pod, uid) (max by (namespace, pod, uid, container) (")
+    assert "max by (namespace, pod, uid, container) (last_over_time(kube_pod_container_resource_requests" in queries["gpus"]
 
 
 def test_a_budget_reads_only_the_pod_spans_of_its_namespaces():
     queries = P.pod_span_queries(since=0.0, until=3600.0, namespaces=["team-b", "team-a"])
-    assert set(queries) == {"gpus", "start", "present", "completion", "deletion", "last_seen"}
+    assert set(queries) == {"gpus", "start", "present", "completion", "finished", "deletion", "last_seen"}
     assert all('namespace=~"team-a|team-b"' in promql for promql in queries.values()), queries
     assert queries["present"] == 'kube_pod_start_time{namespace=~"team-a|team-b"}'
     assert 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",namespace=~"team-a|team-b"}' in queries["gpus"]
@@ -47,14 +47,27 @@ def test_a_budget_reads_only_the_pod_spans_of_its_namespaces():
     # the whole record's pod queries are the same, over every namespace
     assert {name: P.instant_queries(0.0, 3600.0)[name] for name in queries} == P.pod_span_queries(0.0, 3600.0)
     spans = P.pod_spans({"gpus": [sample(8, **POD)], "start": [sample(100, **POD)], "completion": [sample(400, **POD)],
-                         "present": [], "deletion": [], "last_seen": [sample(500, **POD)]})
+                         "finished": [sample(1, **POD)], "present": [], "deletion": [], "last_seen": [sample(500, **POD)]})
     assert spans == [PodSpan("team-a", "tj-node-0-0-abcde", 8.0, 100.0, 400.0)]
+
+
+@pytest.mark.parametrize("finished, present, end", [
+    (True, True, 400.0),    # finished: its last container's end
+    (False, True, None),    # a sidecar or second container ended early while the trainer runs: still holding
+    (False, False, 500.0),  # gone without finishing: when its series was last seen
+])
+def test_a_pods_span_ends_at_completion_only_once_its_phase_is_terminal(finished, present, end):
+    spans = P.pod_spans({"gpus": [sample(8, **POD)], "start": [sample(100, **POD)], "completion": [sample(400, **POD)],
+                         "finished": [sample(1, **POD)] if finished else [],
+                         "present": [sample(100, **POD)] if present else [], "deletion": [],
+                         "last_seen": [sample(500, **POD)]})
+    assert spans == [PodSpan("team-a", "tj-node-0-0-abcde", 8.0, 100.0, end)]
 
 
 def test_a_finished_pod_of_a_trainjob_becomes_a_span_with_its_tenancy_and_class():
     record = P.build_record(answers(
         gpus=[sample(8, **POD)], start=[sample(100, **POD)], completion=[sample(400, **POD)],
-        present=[sample(100, **POD)], last_seen=[sample(1990, **POD)],
+        finished=[sample(1, **POD)], present=[sample(100, **POD)], last_seen=[sample(1990, **POD)],
         jobset=[sample(1, **POD, label_jobset_sigs_k8s_io_jobset_name="tj")],
         priority=[sample(1, **POD, priority_class="team-a-default")],
         namespaces=[sample(1, namespace="team-a", label_trainyard_dev_tenant="team-a",
