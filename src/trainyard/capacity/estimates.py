@@ -67,6 +67,17 @@ def trainer_remaining(trainjobs: Iterable[dict]) -> dict[str, float]:
     return out
 
 
+def reports_one_tenant_may_see(trainjobs: Iterable[dict], namespace: str) -> list[dict]:
+    """The TrainJobs whose trainer reports may shape an estimate told to `namespace`: its own. Another tenant's
+    `estimatedRemainingSeconds` is that tenant's to know; an estimate built on it would tell it (a job waiting on one
+    other gang starts when that gang says it ends). Other tenants' gangs are then given the stated default run."""
+    return [job for job in trainjobs if meta(job).get("namespace", "") == namespace]
+
+
+def namespace_of(key: str) -> str:
+    return key.removeprefix(GROUPLESS).partition("/")[0]
+
+
 def _gpus(value: Fraction) -> int:
     return math.ceil(value)
 

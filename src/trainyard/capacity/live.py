@@ -215,16 +215,26 @@ def trainjobs(api: ApiServer) -> list[dict]:
     return list_items(api, TRAINJOBS, optional=True)
 
 
-def estimate_inputs(api: ApiServer, snap: Snapshot, default_run_s: float, priorities: dict[str, int] | None = None):
+def estimate_inputs(api: ApiServer, snap: Snapshot, default_run_s: float, priorities: dict[str, int] | None = None,
+                    for_namespaces: Iterable[str] | None = None):
     """What the start estimates replay (`capacity.estimates.inputs`): the snapshot plus TrainJobs' trainerStatus,
-    PriorityClass values (read unless given) and the scheduler's queue plugin."""
+    PriorityClass values (read unless given) and the scheduler's queue plugin. With `for_namespaces`, one input per
+    namespace, each reading only that namespace's trainer reports (`estimates.reports_one_tenant_may_see`)."""
     import time
 
     from trainyard.capacity import estimates
 
-    return estimates.inputs(nodes_from(snap.nodes, snap.pods, snap.hypernodes), snap.pods, snap.pod_groups,
-                            snap.queues, trainjobs(api), priority_values(api) if priorities is None else priorities,
-                            estimates.queue_plugin_of(scheduler_conf(api)), time.time(), default_run_s)
+    nodes, jobs = nodes_from(snap.nodes, snap.pods, snap.hypernodes), trainjobs(api)
+    classes = priority_values(api) if priorities is None else priorities
+    plugin, now_s = estimates.queue_plugin_of(scheduler_conf(api)), time.time()
+
+    def inputs(reports: list[dict]):
+        return estimates.inputs(nodes, snap.pods, snap.pod_groups, snap.queues, reports, classes, plugin, now_s,
+                                default_run_s)
+
+    if for_namespaces is None:
+        return inputs(jobs)
+    return {namespace: inputs(estimates.reports_one_tenant_may_see(jobs, namespace)) for namespace in for_namespaces}
 
 
 def priority_values(api: ApiServer) -> dict[str, int]:

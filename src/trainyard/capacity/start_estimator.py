@@ -3,7 +3,8 @@
 Every `period` seconds, while this replica leads: one snapshot, every waiting gang's estimate from the same model
 `trainyard fit` and `report` use, and on each waiting gang's TrainJob one Normal Event, reason
 `TrainJobStartEstimate`: "starts in about 12 min (around 14:05 UTC), position 3 in queue team-a (if nothing else
-arrives; ...)". One Event per TrainJob, updated in place (its name is fixed per TrainJob uid), and only when what
+arrives; ...)". Each tenant's estimates read only its own trainers' reports of the time they have left
+(`estimates.reports_one_tenant_may_see`), so no Event tells one tenant another's. One Event per TrainJob, updated in place (its name is fixed per TrainJob uid), and only when what
 it says moves (`needs_writing`): the position or queue, or the expected start by more than 2 min and 20 %, or it
 is 30 min old (the API server drops Events after an hour). `kubectl describe trainjob` shows the last one.
 """
@@ -103,6 +104,12 @@ def write_event(api: ApiServer, trainjob: dict, message: str) -> None:
         api.create(estimate_event(trainjob, message, now))
 
 
+def told_to_their_tenants(per_namespace: dict[str, estimates.EstimateInputs]) -> list[tuple[str, StartEstimate]]:
+    """Each namespace's waiting gangs' estimates, from the inputs that namespace may see (pure)."""
+    return [(key, found) for namespace, given in sorted(per_namespace.items())
+            for key, found in sorted(estimates.estimates(given).items()) if estimates.namespace_of(key) == namespace]
+
+
 class StartEstimator(Loop):
     def __init__(self, api: ApiServer, period: float = 60.0, default_run_s: float = DEFAULT_RUN_S,
                  leading: Callable[[], bool] = lambda: True):
@@ -123,10 +130,11 @@ class StartEstimator(Loop):
         if waiting > estimates.MOST_PENDING:  # decided before the TrainJobs and PriorityClasses are read
             log.warning("%d waiting gangs: start estimates skipped above %d", waiting, estimates.MOST_PENDING)
             return 0
-        given = live.estimate_inputs(self.api, snap, self.default_run_s)
         owners = trainjob_owners(snap.pod_groups)
+        per_namespace = live.estimate_inputs(self.api, snap, self.default_run_s,
+                                             for_namespaces=sorted({owner["namespace"] for owner in owners.values()}))
         now_s, wrote, seen = time.time(), 0, set()
-        for key, found in estimates.estimates(given).items():
+        for key, found in told_to_their_tenants(per_namespace):
             trainjob = owners.get(key)
             if trainjob is None:
                 continue

@@ -70,6 +70,10 @@ def decide(budget: Budget, previous: BudgetStatus | None, spent: float, now: dt.
     """The status to record and the queue command to send, from this period's GPU-hours so far."""
     start, end = period_bounds(budget.period, now)
     label = period_label(budget.period, now)
+    if previous is not None and previous.period == label:
+        # GPU-hours spent never go down within a period; a lower measure (a pod's span re-dated once it is gone, an
+        # answer missing series) would reopen a closed queue for a round or two
+        spent = max(spent, previous.gpu_hours)
     state = state_of(spent, budget.gpu_hours)
     held = previous is not None and (previous.period, previous.state) == (label, state)
     since = previous.since if previous is not None and held else format_time(now)

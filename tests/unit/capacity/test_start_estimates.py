@@ -88,3 +88,21 @@ def test_a_job_behind_a_full_queue_starts_when_the_running_job_ends():
 ])
 def test_no_estimate_above_the_gangs_the_model_replays_in_time(waiting, words):
     assert E.too_many_to_estimate(waiting) == words
+
+
+def test_a_tenants_estimate_never_reads_another_tenants_trainer_report():
+    """team-b's running job reports 20 min left; team-a's waiting gang must not learn it from its own estimate."""
+    from trainyard.capacity.start_estimator import told_to_their_tenants
+
+    pods = [started(pod(f"b-{i}", f"n{i}", 8, ns="team-b", group="run"), 60) for i in range(4)]
+    groups = [pod_group("run", "team-b", 32, members=4, phase="Running", running=4, ns="team-b"),
+              created(pod_group("wait-a", "team-a", 8, phase="Pending", ns="team-a"), "2027-01-15T08:00:01Z"),
+              created(pod_group("wait-b", "team-b", 8, phase="Pending", ns="team-b"), "2027-01-15T08:00:02Z")]
+    reports = [trainjob("run", ns="team-b", remaining=1200)]
+    per_namespace = {ns: E.inputs(nodes_from(FOUR, pods), pods, groups, [queue("team-a"), queue("team-b")],
+                                  E.reports_one_tenant_may_see(reports, ns), {}, "proportion", NOW)
+                     for ns in ("team-a", "team-b")}
+    told = dict(told_to_their_tenants(per_namespace))
+    assert set(told) == {"team-a/wait-a", "team-b/wait-b"}
+    assert 1200 <= told["team-b/wait-b"].start_in_s <= 1200.5  # its own tenant's report
+    assert told["team-a/wait-a"].start_in_s == pytest.approx(DEFAULT_RUN_S - 60, abs=1)  # the stated default

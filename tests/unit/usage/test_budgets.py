@@ -69,6 +69,18 @@ def status(**fields):
     # a queue someone else closed is left alone
     (CLOSE, status(state="ok"), 5, "Closed", False, False, "ok", None),
     (DEMOTE, status(period="2026-W48", state="warning"), 100, "Open", False, False, "exhausted", "demotePriority"),
+    # spending never goes down within a period: a measure that dips (a pod's span re-dated when it disappears, a
+    # partial answer from Prometheus) neither reopens the queue nor ends the demotion
+    (CLOSE, status(state="exhausted", action="closeQueue", gpu_hours=101), 60, "Closed", False, False, "exhausted",
+     "closeQueue"),
+    (CLOSE, status(state="exhausted", action="closeQueue", gpu_hours=101), 0, "Closing", False, False, "exhausted",
+     "closeQueue"),
+    (DEMOTE, status(period="2026-W48", state="exhausted", action="demotePriority", gpu_hours=100), 99, "Open", False,
+     False, "exhausted", "demotePriority"),
+    # a raised budget does reopen it
+    (Budget(gpu_hours=400, period="monthly", action="closeQueue"), status(state="exhausted", action="closeQueue",
+                                                                          gpu_hours=101), 101, "Closed", False, True,
+     "ok", None),
 ])
 def test_each_round_decides_the_status_and_the_queue_command(budget, previous, spent, queue, close, open_, state,
                                                             action):
