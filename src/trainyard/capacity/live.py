@@ -31,6 +31,7 @@ PODGROUPS = Resource(K.VOLCANO_API_VERSION, "PodGroup", "podgroups")
 HYPERNODES = Resource(f"{K.VOLCANO_TOPOLOGY_GROUP}/v1alpha1", "HyperNode", "hypernodes", namespaced=False)
 TRAINJOBS = Resource(K.TRAINER_API_VERSION, C.TRAINJOB_KIND, "trainjobs")
 JOBS = Resource("batch/v1", "Job", "jobs")
+JOBSETS = Resource(K.JOBSET_API_VERSION, "JobSet", K.JOBSETS)
 
 
 @dataclass

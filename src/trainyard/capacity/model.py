@@ -64,6 +64,8 @@ class Node:
     allocatable: Resources
     used: Resources = field(default_factory=dict)
     schedulable: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping, ...] = ()
 
     def free(self, resource: str = GPU) -> Fraction:
         if not self.schedulable:
@@ -139,7 +141,8 @@ def nodes_from(node_objs: Iterable[dict], pods: Iterable[dict], hypernodes: Iter
         out[name] = Node(name=name, rack=tiers.get(1) or labels.get(RACK_LABEL, "-"),
                          spine=tiers.get(2) or labels.get(SPINE_LABEL, "-"),
                          allocatable=resources((n.get("status") or {}).get("allocatable")),
-                         schedulable=_node_ready(n))
+                         schedulable=_node_ready(n), labels=dict(labels),
+                         taints=tuple((n.get("spec") or {}).get("taints") or ()))
     for pod in pods:
         node = out.get((pod.get("spec") or {}).get("nodeName"))
         if node is not None and is_active(pod):

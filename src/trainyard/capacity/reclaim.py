@@ -5,7 +5,7 @@ whose jobs arrive later, or need a whole rack, stays below its share for as long
 v1.14's `reclaim` evicts task by task, which breaks gangs (volcano#4607); v1.15 announces a gang-aware one.
 This plans trainyard's: the gang of the queue furthest below its deserved share that has waited `after_s`,
 whose queue stays within its share with it, gets the `pods` nodes of one allowed domain (rack for tier 1,
-spine for tier 2, anywhere for none) that cost the fewest GPUs to free, by evicting whole jobs of queues
+spine for tier 2, anywhere for none) that its pods may use (`capacity.placement`) and that cost the fewest GPUs to free, by evicting whole jobs of queues
 above their deserved share, each of which stays at or above it. The live loop (`capacity.reclaimer`) suspends
 and resumes the victims' TrainJobs; `schedtrace.model` replays it.
 """
@@ -146,7 +146,7 @@ def _cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequen
     domains: dict[str, list[tuple[Fraction, str, frozenset[JobKey]]]] = {}
     by_key = {job.key: job for job in running}
     for node in nodes:
-        if not node.schedulable or node.allocatable.get(GPU, Fraction(0)) < gang.gpus_per_pod:
+        if not node.schedulable or node.allocatable.get(GPU, Fraction(0)) < gang.gpus_per_pod or not gang.may_use(node):
             continue
         jobs = on_node.get(node.name, [])
         option: tuple[Fraction, str, frozenset[JobKey]]

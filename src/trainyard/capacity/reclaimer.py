@@ -9,6 +9,10 @@ not this process, remembers what to resume, so a restarted loop carries on. With
 are also tainted for the gang (`capacity.reserver.hold`) until its victims are resumed: measured on the trace,
 without it the nodes freed for a big gang often went to smaller jobs while the victims' pods were going.
 
+A gang's nodes are only those its pods may use: their nodeSelector, required node affinity and tolerations, read
+from its TrainJob's JobSet (`capacity.placement`); evicting a job from a node the gang cannot use loses its work
+for nothing.
+
 A plan is looked at again before anyone is evicted (`confirm_s` later, with holds the planned nodes already
 tainted for the gang): the snapshot it came from may be a moment behind the scheduler, which may be binding that
 very gang, or other jobs onto nodes the plan counted free. Measured on the trace: without the second look, 9 of
@@ -20,12 +24,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Callable
 
 from trainyard import k8s as K
 from trainyard.capacity import live
 from trainyard.capacity.fairness import fair_deserved
 from trainyard.capacity.model import active_pods_by_group
+from trainyard.capacity.placement import ANYWHERE, Placement, gang_placement
 from trainyard.capacity.reclaim import (RECLAIM_AFTER_S, DESERVED, DESERVED_TARGET, RULES, TARGETS, Eviction, JobKey,
                                        parse_reclaimed_note, plan, reclaimed_note, running_jobs, to_resume)
 from trainyard.capacity.reservation import Reservation, waiting_gangs
@@ -69,6 +75,7 @@ class Reclaimer(Loop):
         self.api, self.after_s, self.resume_after_s = api, after_s, resume_after_s
         self.rule, self.target, self.holds, self.confirm_s, self.leading = rule, target, holds, confirm_s, leading
         self.history: list[tuple[float, Eviction]] = []
+        self.placements: dict[tuple, Placement] = {}
         self.withdrawn: list[tuple[float, Eviction]] = []
         """Plans the second look found no longer needed (nobody evicted)."""
 
@@ -114,12 +121,27 @@ class Reclaimer(Loop):
         whatever its PodGroup's phase says yet."""
         active = {_key(t) for t in trainjobs if not (t.get("spec") or {}).get("suspend")}
         started = set(active_pods_by_group(view.snapshot.pods))
-        waiting = [g for g in waiting_gangs(view.snapshot.pod_groups, now)
+        waiting = [replace(g, placement=self.placement(g.key, trainjobs))
+                   for g in waiting_gangs(view.snapshot.pod_groups, now)
                    if g.key in active and g.key not in started and only in (None, g.key)]
         deserved = view.deserved if self.target == DESERVED_TARGET else \
             fair_deserved(view.capacity, view.weights, view.allocated, view.waiting)
         return plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active, now),
                     view.allocated, deserved, self.after_s, rule=self.rule)
+
+    def placement(self, gang: JobKey, trainjobs: list[dict]) -> Placement:
+        """The node constraints of the gang's pods, from its TrainJob's JobSet (same name), read once per TrainJob
+        uid and generation (the JobSet is built from the TrainJob's spec); anywhere while there is no JobSet."""
+        trainjob = next((t for t in trainjobs if _key(t) == gang), None)
+        meta = (trainjob or {}).get("metadata") or {}
+        version = (gang, meta.get("uid"), meta.get("generation"))
+        if version not in self.placements:
+            jobset = self.api.get(live.JOBSETS, gang[1], gang[0])
+            if jobset is None:
+                return ANYWHERE
+            self.placements = {k: v for k, v in self.placements.items() if k[0] != gang}
+            self.placements[version] = gang_placement(jobset)
+        return self.placements[version]
 
     def confirm(self, planned: Eviction) -> tuple[Eviction | None, live.ClusterView]:
         """`planned` again for its gang, `confirm_s` later, on a fresh snapshot (with holds, its nodes tainted for

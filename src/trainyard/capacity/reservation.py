@@ -19,6 +19,7 @@ from typing import Iterable, Mapping
 
 from trainyard import k8s as K
 from trainyard.capacity.model import GPU, Node, waiting_groups
+from trainyard.capacity.placement import ANYWHERE, Placement
 from trainyard.timestamps import parse_time
 
 MAX_TAINT_VALUE = 63
@@ -34,6 +35,11 @@ class WaitingGang:
     tier: int | None
     """Hard network topology: highest HyperNode tier allowed (1 rack, 2 spine), None: anywhere."""
     waiting_s: float
+    placement: Placement = ANYWHERE
+    """The node constraints of its pods (`capacity.placement`): nodes it cannot use are never freed for it."""
+
+    def may_use(self, node: Node) -> bool:
+        return self.placement.allows(node.name, node.labels, node.taints)
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ def cheapest_nodes(nodes: Iterable[Node], gang: WaitingGang) -> tuple[str, ...] 
     or None when no domain has enough nodes big enough for one pod."""
     domains: dict[str, list[Node]] = {}
     for node in nodes:
-        if node.schedulable and node.allocatable.get(GPU, 0) >= gang.gpus_per_pod:
+        if node.schedulable and node.allocatable.get(GPU, 0) >= gang.gpus_per_pod and gang.may_use(node):
             domains.setdefault(domain_of(node, gang.tier), []).append(node)
     best: tuple[Fraction, str, tuple[str, ...]] | None = None
     for domain, members in domains.items():
