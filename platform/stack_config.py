@@ -83,6 +83,11 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
         priority_classes=tenant.names("priorityClasses"),
         limits=TenantLimits(default_cpu=str(limits.amount("defaultCpu", positive=True)),
                             default_memory=str(limits.amount("defaultMemory", positive=True)),
+                            default_ephemeral_storage=str(limits.amount("defaultEphemeralStorage", positive=True)),
+                            default_memory_limit=str(limits.amount("defaultMemoryLimit", positive=True)),
+                            default_ephemeral_storage_limit=str(limits.amount("defaultEphemeralStorageLimit",
+                                                                              positive=True)),
+                            default_empty_dir_size_limit=str(limits.amount("defaultEmptyDirSizeLimit", positive=True)),
                             max_termination_grace_period_seconds=int(limits.scalar(
                                 "maxTerminationGracePeriodSeconds", minimum=0))),
         groups=TenantGroups(admins=groups.names("admins") or TenantGroups.defaults_for(name).admins,

@@ -58,10 +58,18 @@ class TenantQuota:
 
 @dataclass(frozen=True)
 class TenantLimits:
-    """LimitRange defaults so pods without requests still count sensibly against the quota."""
+    """LimitRange default requests so pods without requests still count sensibly against the quota; default limits
+    so a pod without them cannot take a node's memory or disk."""
 
     default_cpu: str = "1"
     default_memory: str = "4Gi"
+    default_ephemeral_storage: str = "1Gi"
+    """The ephemeral-storage request of a container that states none (else the API server would take its limit)."""
+    default_memory_limit: str = "64Gi"
+    """The memory limit of a container that states none (or its request, when larger): `platform.pod_defaults`."""
+    default_ephemeral_storage_limit: str = "50Gi"
+    default_empty_dir_size_limit: str = "16Gi"
+    """The sizeLimit of an emptyDir that states none (memory-backed ones too: tmpfs sized by it)."""
     max_termination_grace_period_seconds: int = DEFAULT_MAX_GRACE_SECONDS
     """The longest terminationGracePeriodSeconds a TrainJob's pods may ask: a suspended (stalled, reclaimed, over
     budget) job whose trainer ignores SIGTERM keeps its GPUs that long."""

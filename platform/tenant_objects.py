@@ -27,7 +27,10 @@ def tenant_labels(tenant: TenantSpec) -> dict[str, str]:
 def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
     """Granted and default priority classes, read by the TrainJob controller and its webhook (tenants
     cannot edit their Namespace). No grant: no annotation, and the namespace is not restricted."""
-    out = {}
+    limits = tenant.limits
+    out = {K.NAMESPACE_DEFAULT_MEMORY_LIMIT_ANNOTATION: limits.default_memory_limit,  # platform.pod_defaults
+           K.NAMESPACE_DEFAULT_EPHEMERAL_LIMIT_ANNOTATION: limits.default_ephemeral_storage_limit,
+           K.NAMESPACE_DEFAULT_EMPTYDIR_SIZE_ANNOTATION: limits.default_empty_dir_size_limit}
     if tenant.allowed_priority_classes:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
     if tenant.limits.max_termination_grace_period_seconds != TenantLimits.max_termination_grace_period_seconds:
@@ -119,7 +122,8 @@ def render_limit_range(tenant: TenantSpec) -> dict:
     """Default requests for containers that state none, so quota accounting never rejects them outright.
 
     No default *limits*: a default cpu/memory limit below what a training container requests makes
-    the pod invalid (requests must not exceed limits), which fails every GPU job that asks for more.
+    the pod invalid (requests must not exceed limits), which fails every GPU job that asks for more. Default
+    limits come from `platform.pod_defaults` instead (the larger of the request and the tenant's default).
     """
     limits = tenant.limits
     return {
@@ -128,7 +132,8 @@ def render_limit_range(tenant: TenantSpec) -> dict:
         "metadata": _meta(tenant, "tenant-defaults"),
         "spec": {"limits": [{
             "type": "Container",
-            "defaultRequest": {"cpu": limits.default_cpu, "memory": limits.default_memory},
+            "defaultRequest": {"cpu": limits.default_cpu, "memory": limits.default_memory,
+                               "ephemeral-storage": limits.default_ephemeral_storage},
         }]},
     }
 

@@ -99,6 +99,9 @@ NAMESPACE_DEFAULT_PRIORITY_CLASS_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-prior
 NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION = f"{TRAINYARD_DOMAIN}/service-accounts"
 # The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask (the stack's limits)
 NAMESPACE_MAX_GRACE_ANNOTATION = f"{TRAINYARD_DOMAIN}/max-termination-grace-seconds"
+NAMESPACE_DEFAULT_MEMORY_LIMIT_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-memory-limit"
+NAMESPACE_DEFAULT_EPHEMERAL_LIMIT_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-ephemeral-storage-limit"
+NAMESPACE_DEFAULT_EMPTYDIR_SIZE_ANNOTATION = f"{TRAINYARD_DOMAIN}/default-emptydir-size-limit"
 NAMESPACE_BUDGET_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget"
 """A tenant's GPU-hour budget as the platform renders it (JSON: gpuHours, period, action, demoteTo)."""
 NAMESPACE_BUDGET_STATUS_ANNOTATION = f"{TRAINYARD_DOMAIN}/budget-status"

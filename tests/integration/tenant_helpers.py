@@ -101,12 +101,12 @@ def add_tenant(cluster, spec: TenantSpec) -> Tenant:
     return Tenant(spec)
 
 
-def _dry_run_gpu_pod(cluster, ns: str, **spec) -> tuple[bool, str]:
+def _dry_run_gpu_pod(cluster, ns: str, jsonpath: str = "{.spec.schedulerName}", **spec) -> tuple[bool, str]:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
                     **spec}}
     try:
-        return True, cluster.kubectl("create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.schedulerName}",
+        return True, cluster.kubectl("create", "--dry-run=server", "-f", "-", "-o", f"jsonpath={jsonpath}",
                                      input_text=json.dumps(pod))
     except ClusterError as exc:
         return False, str(exc)
@@ -114,10 +114,12 @@ def _dry_run_gpu_pod(cluster, ns: str, **spec) -> tuple[bool, str]:
 
 def wait_admission_policies(cluster, ns: str) -> None:
     """Admission policies bite only once the API server has loaded their new bindings (about a second):
-    probe until a GPU pod is routed to Volcano and one created bound to a node is refused."""
+    probe until a GPU pod is routed to Volcano and given a memory limit, and one created bound to a node is
+    refused."""
     def in_effect() -> bool:
         routed, bound = _dry_run_gpu_pod(cluster, ns), _dry_run_gpu_pod(cluster, ns, nodeName="probe")
-        return routed == (True, "volcano") and not bound[0] and "denied" in bound[1]
+        limited = _dry_run_gpu_pod(cluster, ns, "{.spec.containers[0].resources.limits.memory}")
+        return routed == (True, "volcano") and not bound[0] and "denied" in bound[1] and limited[1] != ""
 
     cluster.wait(in_effect, timeout=60, interval=0.5, what=f"the admission policies of {ns} in effect")
 

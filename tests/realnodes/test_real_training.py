@@ -92,6 +92,13 @@ def test_real_nodes_join_with_the_simulated_nodes_gpu_shape(real_cluster):
         assert {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
         address = next(a["address"] for a in status["addresses"] if a["type"] == "InternalIP")
         assert address.startswith("10.244."), "the kubelet serves on its bridge address"
+    # node allocatable is reserved: the real nodes' pods together get their share of the host, not each all of it
+    from trainyard.k8s import parse_quantity
+    from trainyard.realnodes.nodes import host_memory_bytes
+    from trainyard.realnodes.spec import POD_MEMORY_SHARE
+
+    offered = sum(parse_quantity(nodes[real_node_name(i)]["status"]["allocatable"]["memory"]) for i in range(REAL_NODES))
+    assert offered <= POD_MEMORY_SHARE * host_memory_bytes(), (offered, host_memory_bytes())
 
 
 def test_the_real_torch_example_trains_across_two_real_nodes(real_cluster):

@@ -49,6 +49,14 @@ def _kube_proxy_config(paths: ClusterPaths) -> Path:
     return paths.root / "realnodes" / "kube-proxy.yaml"
 
 
+def host_memory_bytes() -> int:
+    """MemTotal of the host (every kubelet on it reads this as its node's memory capacity)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise ClusterError("/proc/meminfo has no MemTotal line")
+
+
 def _process_name(kind: str, node: RealNode) -> str:
     return f"{kind}-{node.name}"
 
@@ -221,10 +229,12 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
         _images_marker(node).write_text(json.dumps(_image_digests(images)))
 
     client_ca = paths.certs / "kubelet-client" / "ca.crt"
+    reserved = node_spec.system_reserved_memory(host_memory_bytes(), len(nodes))
     for node in nodes:
         config = node.directory / "kubelet.yaml"
         config.write_text(yaml.safe_dump(node_spec.kubelet_config(node, client_ca=client_ca,
-                                                                  resolv_conf=shared / "resolv.conf")))
+                                                                  resolv_conf=shared / "resolv.conf",
+                                                                  system_reserved_memory=reserved)))
         before = _socket_identity(DEVICE_PLUGIN_SOCKET)
         table.start(ProcessSpec(_process_name("kubelet", node), node_spec.kubelet_argv(
             node, kubelet=tool("kube-node").path("kubelet"), config=config, kubeconfig=paths.kubeconfig)))

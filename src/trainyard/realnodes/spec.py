@@ -174,9 +174,22 @@ def cni_conflist(node: RealNode, bridge: str, service_cidr: str = SERVICE_CIDR) 
     }
 
 
-def kubelet_config(node: RealNode, *, client_ca: Path, resolv_conf: Path) -> dict:
+POD_MEMORY_SHARE = 0.75
+"""Of the host's memory, what the real nodes' pods may use together; the rest stays for the host, the control
+plane and the simulated nodes."""
+
+
+def system_reserved_memory(host_memory_bytes: int, nodes_on_host: int) -> str:
+    """What each kubelet reserves so that its pods together get their share of the host: every real node reads
+    the whole host as its capacity, so without a reservation N nodes would each offer all of it."""
+    per_node = int(host_memory_bytes * POD_MEMORY_SHARE) // max(1, nodes_on_host)
+    return f"{max(0, host_memory_bytes - per_node) // 2**20}Mi"
+
+
+def kubelet_config(node: RealNode, *, client_ca: Path, resolv_conf: Path, system_reserved_memory: str) -> dict:
     """KubeletConfiguration: cgroup v1 with cgroupfs under the node's own cgroup root; the API server is the
-    only client it trusts (client certificate from its own CA, requests authorized by the API server)."""
+    only client it trusts (client certificate from its own CA, requests authorized by the API server). Node
+    allocatable is reserved and enforced (the pods' cgroup is capped at it), as on a production node."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -184,7 +197,8 @@ def kubelet_config(node: RealNode, *, client_ca: Path, resolv_conf: Path) -> dic
         "cgroupDriver": "cgroupfs",
         "cgroupsPerQOS": True,
         "cgroupRoot": node.cgroup_root,
-        "enforceNodeAllocatable": [],
+        "enforceNodeAllocatable": ["pods"],
+        "systemReserved": {"memory": system_reserved_memory},
         "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
         "address": node.ip,
         "port": 10250,

@@ -19,6 +19,10 @@ def tenant(values, catalog):
     return load_stack(values, file=FILE, catalog=catalog).tenants[0]
 
 
+DEFAULT_LIMITS = {"trainyard.dev/default-memory-limit": "64Gi", "trainyard.dev/default-ephemeral-storage-limit": "50Gi",
+                  "trainyard.dev/default-emptydir-size-limit": "16Gi"}
+
+
 def test_namespace_labels(tenant):
     labels = objs.render_namespace(tenant, PolicySpec(pod_security="restricted"))["metadata"]["labels"]
     assert labels["trainyard.dev/queue"] == "team-a" and labels["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -29,16 +33,17 @@ def test_namespace_carries_granted_and_default_priority_classes_for_the_controll
 
     namespace = objs.render_namespace(tenant, PolicySpec())
     assert namespace["metadata"]["annotations"] == {"trainyard.dev/priority-classes": "train-high,train-default",
-                                                    "trainyard.dev/default-priority-class": "train-default"}
+                                                    "trainyard.dev/default-priority-class": "train-default",
+                                                    **DEFAULT_LIMITS}
     assert tenant_policy(namespace).priority_classes == ("train-high", "train-default")
     assert tenant_policy(namespace).queue == "team-a"
 
 
-def test_namespace_without_priority_grants_has_no_annotations(tenant):
+def test_namespace_without_priority_grants_has_only_the_default_limits(tenant):
     from dataclasses import replace
 
     plain = replace(tenant, priority_classes=(), default_priority_class=None)
-    assert "annotations" not in objs.render_namespace(plain, PolicySpec())["metadata"]
+    assert objs.render_namespace(plain, PolicySpec())["metadata"]["annotations"] == DEFAULT_LIMITS
 
 
 def test_resource_quota(tenant):
@@ -57,7 +62,7 @@ def test_priority_quotas_allow_listed_classes_and_block_others(tenant):
 
 def test_limit_range_and_network_policy(tenant):
     (limits,) = objs.render_limit_range(tenant)["spec"]["limits"]
-    assert limits["defaultRequest"] == {"cpu": "1", "memory": "4Gi"}
+    assert limits["defaultRequest"] == {"cpu": "1", "memory": "4Gi", "ephemeral-storage": "1Gi"}
     assert "default" not in limits, "a default limit below a job's request would make its pods invalid"
     assert objs.wants_default_deny(tenant, PolicySpec(default_deny_network=True))
     assert objs.render_default_deny(tenant)["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]

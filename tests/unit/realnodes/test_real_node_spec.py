@@ -96,7 +96,8 @@ def test_one_kube_proxy_serves_the_hosts_real_nodes_without_touching_conntrack()
 
 def test_kubelet_trusts_only_the_api_server_and_is_tainted():
     node = nodes()[0]
-    config = S.kubelet_config(node, client_ca=Path("/ca.crt"), resolv_conf=Path("/resolv.conf"))
+    config = S.kubelet_config(node, client_ca=Path("/ca.crt"), resolv_conf=Path("/resolv.conf"),
+                              system_reserved_memory="1Gi")
     assert config["authentication"]["anonymous"]["enabled"] is False
     assert config["authentication"]["x509"]["clientCAFile"] == "/ca.crt"
     assert config["authorization"]["mode"] == "Webhook"
@@ -107,6 +108,17 @@ def test_kubelet_trusts_only_the_api_server_and_is_tainted():
     assert config["imageGCHighThresholdPercent"] == 100, "imported images cannot be pulled again: never collect them"
     argv = S.kubelet_argv(node, kubelet=Path("/k"), config=Path("/k.yaml"), kubeconfig=Path("/kc"))
     assert f"--node-ip={node.ip}" in argv and f"--hostname-override={node.name}" in argv
+
+
+@pytest.mark.parametrize("host_gib, nodes_on_host, reserved", [
+    (24, 2, "15360Mi"),  # 18 GiB for pods, 9 GiB each: each kubelet keeps back 15 of the 24 it sees
+    (24, 1, "6144Mi"),
+    (64, 4, "53248Mi"),
+])
+def test_each_real_node_offers_its_share_of_the_host_and_enforces_it(host_gib, nodes_on_host, reserved):
+    assert S.system_reserved_memory(host_gib * 2**30, nodes_on_host) == reserved
+    config = S.kubelet_config(nodes()[0], client_ca=Path("/ca.crt"), resolv_conf=Path("/r"), system_reserved_memory=reserved)
+    assert config["enforceNodeAllocatable"] == ["pods"] and config["systemReserved"] == {"memory": reserved}
 
 
 def test_corefile_serves_the_cluster_domain_on_the_bridge_and_nothing_else():
@@ -175,7 +187,7 @@ def test_kubelet_config_uses_only_fields_of_the_pinned_kubelet():
     body = source[source.index("type KubeletConfiguration struct"):]
     body = body[:body.index("\n}\n")]
     fields = set(re.findall(r'json:"([A-Za-z0-9]+)', body))
-    config = S.kubelet_config(nodes()[0], client_ca=Path("/ca.crt"), resolv_conf=Path("/r"))
+    config = S.kubelet_config(nodes()[0], client_ca=Path("/ca.crt"), resolv_conf=Path("/r"), system_reserved_memory="1Gi")
     assert set(config) - {"apiVersion", "kind"} <= fields, set(config) - fields - {"apiVersion", "kind"}
 
 
