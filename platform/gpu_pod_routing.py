@@ -16,12 +16,10 @@ Like the queue guard, one policy serves every tenant (the queue is read from the
 from __future__ import annotations
 
 from trainyard import k8s as K
-from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
-from trainyard.platform.tenant_objects import QUEUE_LABEL, admission_policy_binding
+from trainyard.platform.tenant_objects import QUEUE_LABEL, admission_policy_binding, pod_create_mutation_policy
 
 POLICY_NAME = "trainyard-gpu-pods-to-volcano"
-API = "admissionregistration.k8s.io/v1"
 QUEUE = K.VOLCANO_QUEUE_ANNOTATION
 
 
@@ -41,21 +39,10 @@ def _mutation() -> str:
 
 
 def render_gpu_pod_routing_policy() -> dict:
-    return {
-        "apiVersion": API,
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": part_of_trainyard()},
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                                                    "operations": ["CREATE"]}]},
-            "matchConditions": [{"name": "names-gpus", "expression": names_gpus()}],
-            "variables": [{"name": "queue", "expression":
-                           f"namespaceObject.?metadata.?labels[?'{QUEUE_LABEL}'].orValue('')"}],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _mutation()}}],
-        },
-    }
+    return pod_create_mutation_policy(
+        POLICY_NAME, [{"name": "names-gpus", "expression": names_gpus()}],
+        [{"name": "queue", "expression": f"namespaceObject.?metadata.?labels[?'{QUEUE_LABEL}'].orValue('')"}],
+        _mutation())
 
 
 def render_gpu_pod_routing_binding(tenant: TenantSpec) -> dict:

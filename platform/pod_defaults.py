@@ -15,12 +15,10 @@ platform, which tenants cannot edit; each tenant gets a Binding for its namespac
 from __future__ import annotations
 
 from trainyard import k8s as K
-from trainyard.k8s import part_of_trainyard
 from trainyard.platform.stack_config import TenantSpec
-from trainyard.platform.tenant_objects import admission_policy_binding
+from trainyard.platform.tenant_objects import admission_policy_binding, pod_create_mutation_policy
 
 POLICY_NAME = "trainyard-tenant-pod-defaults"
-API = "admissionregistration.k8s.io/v1"
 LIMITED = (("memory", "memory", K.NAMESPACE_DEFAULT_MEMORY_LIMIT_ANNOTATION),
            ("ephemeral-storage", "storage", K.NAMESPACE_DEFAULT_EPHEMERAL_LIMIT_ANNOTATION))
 """(resource, CEL variable, namespace annotation) of each limit given by default."""
@@ -83,23 +81,12 @@ def _annotation(name: str) -> str:
 
 def render_pod_defaults_policy() -> dict:
     variables = [(variable, annotation) for _, variable, annotation in LIMITED] + [EMPTYDIR]
-    return {
-        "apiVersion": API,
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": part_of_trainyard()},
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                                                    "operations": ["CREATE"]}]},
-            "matchConditions": [{"name": "needs-defaults", "expression": needs_defaults()}],
-            "variables": [{"name": variable, "expression": _annotation(annotation)} for variable, annotation in variables],
-            # a namespace the platform wrote no defaults on (matchConditions cannot read the namespace) is left alone
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
-                " && ".join(f"variables.{variable} != ''" for variable, _ in variables)
-                + f" ? {mutation()} : Object{{}}")}}],
-        },
-    }
+    # a namespace the platform wrote no defaults on (matchConditions cannot read the namespace) is left alone
+    written = " && ".join(f"variables.{variable} != ''" for variable, _ in variables)
+    return pod_create_mutation_policy(
+        POLICY_NAME, [{"name": "needs-defaults", "expression": needs_defaults()}],
+        [{"name": variable, "expression": _annotation(annotation)} for variable, annotation in variables],
+        f"{written} ? {mutation()} : Object{{}}")
 
 
 def render_pod_defaults_binding(tenant: TenantSpec) -> dict:

@@ -169,3 +169,22 @@ def admission_policy_binding(kind: str, policy: str, tenant: TenantSpec, **spec:
         "spec": {"policyName": policy, **spec, "matchResources": {"namespaceSelector": {
             "matchLabels": {"kubernetes.io/metadata.name": tenant.namespace}}}},
     }
+
+
+def pod_create_mutation_policy(name: str, match_conditions: list[dict], variables: list[dict],
+                               expression: str) -> dict:
+    """A MutatingAdmissionPolicy applying `expression` (an ApplyConfiguration) to pods at create."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": PART_OF},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                                                    "operations": ["CREATE"]}]},
+            "matchConditions": match_conditions,
+            "variables": variables,
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}],
+        },
+    }

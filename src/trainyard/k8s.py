@@ -280,3 +280,11 @@ def job_containers(job: dict, init: bool = False) -> list[dict]:
     """The (init) containers of a job's pod template, for reading (nothing is created)."""
     listed = job_pod_spec(job).get("initContainers" if init else "containers")
     return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+
+def pod_spec_holds_gpus(pod_spec: dict) -> bool:
+    """Whether a pod asks for GPUs in a container or a native sidecar (an init container that keeps running)."""
+    containers = list(pod_spec.get("containers") or []) + [
+        c for c in pod_spec.get("initContainers") or [] if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+    return any(GPU_RESOURCE in mapping(mapping(c.get("resources")).get(kind))
+               for c in containers if isinstance(c, dict) for kind in ("limits", "requests"))

@@ -94,19 +94,12 @@ def placement_of(pod_specs: Iterable[Mapping]) -> Placement:
     return Placement(tuple(selectors), tuple(terms), tuple(tolerations))
 
 
-def holds_gpus(container: Mapping) -> bool:
-    resources = container.get("resources") or {}
-    return any(K.GPU_RESOURCE in (resources.get(kind) or {}) for kind in ("requests", "limits"))
-
-
 def gang_placement(jobset: Mapping) -> Placement:
     """The placement of a JobSet's GPU pods (those of replicated jobs whose containers or native sidecars ask for
     GPUs); anywhere when none does."""
     specs = []
     for replicated in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         spec = ((((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
-        containers = list(spec.get("containers") or []) + [
-            c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
-        if any(holds_gpus(c) for c in containers):
+        if K.pod_spec_holds_gpus(spec):
             specs.append(spec)
     return placement_of(specs) if specs else ANYWHERE

@@ -31,14 +31,6 @@ PODS = Resource("v1", "Pod", "pods")
 JOB_POD_LABEL = "batch.kubernetes.io/controller-uid"
 
 
-def holds_gpus(pod_spec: dict) -> bool:
-    """Whether a pod asks for GPUs in a container or a native sidecar (an init container that keeps running)."""
-    containers = list(pod_spec.get("containers") or []) + [
-        c for c in pod_spec.get("initContainers") or [] if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
-    return any(K.GPU_RESOURCE in K.mapping(K.mapping(c.get("resources")).get(kind))
-               for c in containers if isinstance(c, dict) for kind in ("limits", "requests"))
-
-
 def gpu_pods_by_trainjob(pods: list[dict], trainjobs: list[dict]) -> dict[tuple[str, str], list[dict]]:
     """(namespace, TrainJob) -> its Running pods that request GPUs: a pod's controller owner is a Job named
     "<JobSet>-<replicated job>-<index>", and a TrainJob's JobSet carries its name."""
@@ -51,7 +43,7 @@ def gpu_pods_by_trainjob(pods: list[dict], trainjobs: list[dict]) -> dict[tuple[
         owner = next((ref for ref in meta.get("ownerReferences") or []
                       if ref.get("controller") and ref.get("kind") == "Job"), None)
         name = owning_jobset_name(owner["name"], names[meta["namespace"]]) if owner else None
-        if name and holds_gpus(pod.get("spec") or {}) and (pod.get("status") or {}).get("phase") == "Running":
+        if name and K.pod_spec_holds_gpus(pod.get("spec") or {}) and (pod.get("status") or {}).get("phase") == "Running":
             out[(meta["namespace"], name)].append(pod)
     return out
 
