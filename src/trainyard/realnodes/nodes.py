@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +22,7 @@ from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, wa
 from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name, spine_of_rack
 from trainyard.cluster.state import ClusterError, ClusterPaths
 from trainyard.paths import cache_dir
-from trainyard.realnodes import host
+from trainyard.realnodes import host, network_policy
 from trainyard.realnodes import spec as node_spec
 from trainyard.realnodes.spec import RealNode
 from trainyard.toolchain.versions import tool, tools_in_group
@@ -37,6 +38,7 @@ def real_nodes(spec: ClusterSpec, paths: ClusterPaths) -> list[RealNode]:
 
 
 KUBE_PROXY = "kube-proxy"
+NETWORK_POLICY = "network-policy"
 HOST_PACKAGES = ("nftables",)
 """Debian packages real nodes need on the host: kube-proxy's nftables mode runs the `nft` command."""
 
@@ -246,6 +248,9 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
     for node in nodes:
         _label_and_wait_ready(spec, node, kc, table)
     _start_kube_proxy(spec, paths, table, nodes[0])
+    table.start(ProcessSpec(NETWORK_POLICY, [sys.executable, "-m", "trainyard.realnodes.network_policy_enforcer",
+                                             "--kubeconfig", str(paths.kubeconfig),
+                                             "--table", network_policy.table_name(spec.name)]))
     echo(f"real nodes ready: {', '.join(n.name for n in nodes)}")
     return [n.name for n in nodes]
 
@@ -347,6 +352,9 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
         table.stop(_process_name("containerd", node))
     table.stop("coredns")
     _stop_kube_proxy(paths, table)
+    table.stop(NETWORK_POLICY)  # it removes its table on the way out; a killed one's goes here
+    subprocess.run(["nft", "-f", "-"], input=network_policy.removal(network_policy.table_name(name)),
+                   capture_output=True, text=True, timeout=30)
     host.remove_kubelet_chains()
     host.restore_ip_forwarding(_forwarding_saved(paths))
     for node in nodes:  # shims outlive containerd by design; after a crash, containers outlive their shims
@@ -381,6 +389,7 @@ def leftovers(name: str, paths: ClusterPaths, count: int) -> dict[str, list[str]
         "network_namespaces": [str(p) for d in run_dirs if d.exists() for p in d.rglob("cni-*")],
         "links": [bridge, *host.veths_on(bridge)] if host.link_exists(bridge) else [],
         "cgroups": [c for n in nodes for c in host.cgroup_roots_left(n.cgroup_root)],
-        "iptables_rules": host.iptables_rules_mentioning(bridge, "CNI-", "KUBE-", "kube-proxy"),
+        "iptables_rules": host.iptables_rules_mentioning(bridge, "CNI-", "KUBE-", "kube-proxy",
+                                                         network_policy.table_name(name)),
         "container_log_links": [str(p) for p in host.log_links_into(paths.root / "realnodes")],
     }
