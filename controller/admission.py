@@ -16,7 +16,7 @@ from . import k8s
 from .build import build_objects
 from .errors import ControllerError, InputError
 from .failures import quota_never_fits
-from .pod_refusals import classify, pods_to_try
+from .pod_refusals import classify, permanent_fix, pods_to_try
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
 from .schema import FieldError
@@ -28,8 +28,8 @@ __all__ = ["Result", "Lookup", "admission_review_response", "default_trainjob_pa
            "validate_trainjob"]
 
 class DryRunPod(Protocol):
-    """Create `pod` with `dryRun=All` through every admission layer of the API server: None when it would be
-    admitted, else the API server's message."""
+    """Create `pod` (or the JobSet the pods come from) with `dryRun=All` through every admission layer of the API
+    server: None when it would be admitted, else the API server's message."""
 
     def __call__(self, pod: dict) -> str | None: ...
 
@@ -149,12 +149,27 @@ def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
     errors = pod_policy_errors(jobset, namespace, _refused_field(trainjob))
     if errors or dry_run_pod is None:
         return errors
+    errors += jobset_errors(trainjob, jobset, dry_run_pod)
     for job, pod in pods_to_try(jobset):
         message = dry_run_pod(pod)
         refusal = classify(f"replicated job {job}", message) if message else None
         if refusal is not None:
             errors.append(FieldError(_refused_field(trainjob), "Forbidden", refusal.text()))
     return errors
+
+
+def jobset_errors(trainjob: dict, jobset: dict, dry_run: DryRunPod) -> list[FieldError]:
+    """The JobSet itself, dry-run created: what the API server and JobSet's webhook refuse of what the TrainJob
+    copies onto it (a label key that is no qualified name in `spec.labels`, say). On an update the JobSet exists;
+    "already exists" is no verdict."""
+    message = dry_run(jobset)
+    if not message or permanent_fix(message) is None:
+        return []
+    field = next((f"spec.{key}" for key in ("labels", "annotations") if f"metadata.{key}" in message
+                  and K.mapping(trainjob.get("spec")).get(key)), _refused_field(trainjob))
+    return [FieldError(field, "Invalid", f"the API server refuses the JobSet this TrainJob builds: {message}; "
+                                         "fix: the field it names (a label or annotation key must be a qualified "
+                                         "name such as example.com/team)")]
 
 
 def _refused_field(trainjob: dict) -> str:

@@ -167,3 +167,20 @@ def test_a_gang_whose_pods_a_full_quota_refuses_is_released_and_runs_once_there_
                             what="the released gang admitted again and run once the quota has room")
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+@pytest.mark.parametrize("field, value", [("labels", {"bad key!": "x"}), ("annotations", {"-bad/": "x"}),
+                                          ("labels", {"team": "not a valid value!"})])
+def test_a_label_or_annotation_the_api_server_refuses_on_the_jobset_is_refused_at_create(
+        cluster, shared, catalog_runtime, field, value):
+    """spec.labels / spec.annotations are copied onto the JobSet; the API server's own rules for their keys and
+    values (not a hand-written copy) refuse them at create, naming the field."""
+    tenant = add_tenant(cluster, tenant_spec(gpus=16))
+    try:
+        refused = create_error(cluster, eight_gpus("labelled", catalog_runtime, tenant.ns, **{field: value}),
+                               as_user=tenant.user)
+        assert f"spec.{field}" in refused and "the API server refuses the JobSet" in refused, refused
+        assert get_trainjob(cluster, "labelled", tenant.ns) is None
+        create(cluster, eight_gpus("plain", catalog_runtime, tenant.ns, **{field: {"team": "a"}}), as_user=tenant.user)
+    finally:
+        remove_tenant(cluster, tenant.spec)

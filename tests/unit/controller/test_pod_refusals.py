@@ -178,18 +178,38 @@ def test_admission_refuses_a_service_account_set_through_runtime_patches():
 def test_admission_refuses_pods_the_api_server_would_refuse_in_its_words_and_ignores_a_full_quota():
     tried = []
 
-    def dry_run(pod):
-        tried.append(pod)
-        return PSA
+    def dry_run(obj):
+        tried.append(obj)
+        return PSA if obj["kind"] == "Pod" else None
 
     response = admission_review_response(_review(trainjob(namespace="team-a", trainer={"numNodes": 1})),
                                          _lookup(_team_a()), dry_run)["response"]
-    assert [p["metadata"]["namespace"] for p in tried] == ["team-a"]
+    assert [(o["kind"], o["metadata"]["namespace"]) for o in tried] == [("JobSet", "team-a"), ("Pod", "team-a")]
     assert response["allowed"] is False and PSA in response["status"]["message"]
     assert "fix: remove what the namespace's Pod Security level forbids" in response["status"]["message"]
     full = admission_review_response(_review(trainjob(namespace="team-a", trainer={"numNodes": 1})),
                                      _lookup(_team_a()), lambda pod: FULL_QUOTA)["response"]
     assert full["allowed"] is True
+
+
+BAD_LABEL = ('JobSet.jobset.x-k8s.io "tj" is invalid: metadata.labels: Invalid value: "bad key!": name part must '
+             "consist of alphanumeric characters")
+
+
+@pytest.mark.parametrize("message, field", [
+    (BAD_LABEL, "spec.labels"),
+    ('jobsets.jobset.x-k8s.io "tj" already exists', None),  # an update: the JobSet is there, no verdict
+    ("Internal error occurred: failed calling webhook \"mjobset.kb.io\"", None),
+])
+def test_admission_refuses_a_jobset_the_api_server_refuses_naming_the_trainjob_field(message, field):
+    review = _review(trainjob(namespace="team-a", trainer={"numNodes": 1}, labels={"bad key!": "x"}))
+    response = admission_review_response(review, _lookup(_team_a()),
+                                         lambda obj: message if obj["kind"] == "JobSet" else None)["response"]
+    if field is None:
+        assert response["allowed"] is True
+    else:
+        assert response["allowed"] is False and field in response["status"]["message"]
+        assert "the API server refuses the JobSet this TrainJob builds" in response["status"]["message"]
 
 
 def _pod(jobset):
