@@ -64,7 +64,7 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-capacity-reclaim-kueue-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
-"""The elastic-queue experiments (README "Toward 95 %") run only when asked for."""
+"""The elastic-queue experiments (docs/tests.md "Toward 95 %") run only when asked for."""
 RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
 """Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
 gang of a queue below its deserved share waits before nodes are held for it."""

@@ -191,7 +191,7 @@ class ControllerSpec:
     reclaim: str = "none"
     """Gang-aware reclaim by the controller (`trainyard.capacity.reclaimer`): `none`, or the rule by which a gang
     of a queue below its share gets whole TrainJobs of queues above theirs suspended (`deserved`, `final-share`,
-    `fair-sharing`: README "Toward 95 %"). Elastic queues lend, reclaim takes back: it needs
+    `fair-sharing`: docs/tests.md "Toward 95 %"). Elastic queues lend, reclaim takes back: it needs
     `scheduler.queuePlugin: capacity`."""
     reclaim_holds: bool = True
     """The nodes an eviction frees are tainted for its gang until it runs, so no other job lands there meanwhile."""

@@ -7,7 +7,7 @@ Two profiles:
   gang is Inqueue, but `proportion` refuses to allocate a gang that would take its queue beyond its
   weighted share, so on a full cluster the light queues' admitted gangs held the GPUs that freed
   up while the heavy queues' gangs waited "resource in cluster is overused" (measured with
-  bench/scheduling_trace.py; README "Scheduling trace").
+  bench/scheduling_trace.py; docs/tests.md "Scheduling trace").
 - `fair-share`: adds `preempt` and `reclaim` (never `overcommit`): reclaim and preempt only act
   on PodGroups that are already Inqueue.
 

@@ -1,7 +1,7 @@
 """Three costs of the pinned Pulumi Python SDK that grow with a stack's size, removed for the platform program.
 
 A no-op preview of a 100-tenant stack (about 3,000 resources, bench/scale.py) spent most of its time in the
-program's process, in the SDK rather than in trainyard (py-spy, 40 Hz, `--parallel 128`; figures in the README):
+program's process, in the SDK rather than in trainyard (py-spy, 40 Hz, `--parallel 128`; figures in docs/tests.md):
 
 1. Outstanding outputs: the SDK keeps every unresolved Output's future in a `collections.deque` and drops each with
    `deque.remove` when it resolves, a linear scan per output; with ~20,000 outputs in flight that was a third of the

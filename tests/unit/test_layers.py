@@ -1,6 +1,6 @@
 """The layer order, checked from the import statements: a module imports only from its own layer or below.
 
-Lowest first (README "Architecture"):
+Lowest first (docs/architecture.md):
 
     ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats,
                 tenant_policy}
