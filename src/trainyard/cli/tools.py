@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from trainyard.toolchain import progress as progress_words
 from trainyard.toolchain.build import ToolBuildError, build_tool, selected_tools
 from trainyard.toolchain.versions import TOOL_GROUPS, all_tools, tools_in_group
 
@@ -51,23 +52,32 @@ def build(tools: Optional[List[str]] = typer.Argument(None, help="Tools to build
         console.print(f"[red]error:[/] {exc.args[0]}")
         raise typer.Exit(2)
     started = time.monotonic()
+    missing = [item for item in chosen if not item.is_built()]
+    measured = {t.name: seconds for t in missing if t.log_file.is_file()
+                and (seconds := progress_words.last_build_seconds(t.log_file.read_text(errors="replace"))) is not None}
+    for item in chosen:
+        if item.is_built():
+            console.print(f"{item.name} {item.version}: already built")
+    if missing:
+        console.print(f"{len(missing)} tool(s) to build, about "
+                      f"{progress_words.duration(sum(progress_words.expected_seconds(t, measured) for t in missing))}; "
+                      f"logs in {missing[0].log_file.parent}")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
-        for item in chosen:
+                  console=console, transient=True) as progress:
+        for index, item in enumerate(missing):
+            console.print(progress_words.starting(index, missing, measured, time.monotonic() - started))
             task = progress.add_task(f"{item.name} {item.version}", total=1)
-            if item.is_built():
-                progress.update(task, completed=1, description=f"{item.name} {item.version}: already built")
-                continue
+
             def on_step(text: str, task_id: TaskID = task, name: str = f"{item.name} {item.version}") -> None:
                 progress.update(task_id, description=f"{name}: {text[:90]}")
 
             try:
                 result = build_tool(item, on_step=on_step)
             except ToolBuildError as exc:
-                progress.update(task, description=f"[red]{item.name} {item.version}: failed[/]")
                 progress.stop()
                 console.print(f"[red]error:[/] {exc}")
                 raise typer.Exit(1)
-            progress.update(task, completed=1,
-                            description=f"{item.name} {item.version}: built in {result.seconds:.0f}s")
+            progress.remove_task(task)
+            console.print(progress_words.finished(index, missing, measured, result.seconds,
+                                                  time.monotonic() - started))
     console.print(f"toolchain ready in {time.monotonic() - started:.0f}s")

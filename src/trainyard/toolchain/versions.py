@@ -20,6 +20,9 @@ class Tool:
     binaries: tuple[str, ...]
     group: str = "core"
     """`core`: what `make up` needs; `real-nodes`: only clusters with real kubelets (`--real-nodes N`)."""
+    typical_build_s: int = 300
+    """About how long a cold build takes on 2 cores (what `tools build` estimates from until this machine has built
+    it once)."""
 
     @property
     def wrapper_dir(self) -> Path:
@@ -59,7 +62,7 @@ def _pins() -> dict:
 def all_tools() -> list[Tool]:
     return [
         Tool(name=name, version=spec["version"], module=spec["module"], binaries=tuple(spec["binaries"]),
-             group=spec.get("group", "core"))
+             group=spec.get("group", "core"), typical_build_s=int(spec.get("typical_build_s", 300)))
         for name, spec in _pins()["tools"].items()
     ]
 
