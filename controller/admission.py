@@ -160,10 +160,10 @@ def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
 
 def jobset_errors(trainjob: dict, jobset: dict, dry_run: DryRunPod) -> list[FieldError]:
     """The JobSet itself, dry-run created: what the API server and JobSet's webhook refuse of what the TrainJob
-    copies onto it (a label key that is no qualified name in `spec.labels`, say). On an update the JobSet exists;
-    "already exists" is no verdict."""
+    copies onto it (a label key that is no qualified name in `spec.labels`, say). A quota on JobSets is no verdict
+    on the TrainJob: it may be raised, and the controller reports it while it holds (condition ApplyFailed)."""
     message = dry_run(jobset)
-    if not message or permanent_fix(message) is None:
+    if not message or "exceeded quota" in message or permanent_fix(message) is None:
         return []
     field = next((f"spec.{key}" for key in ("labels", "annotations") if f"metadata.{key}" in message
                   and K.mapping(trainjob.get("spec")).get(key)), _refused_field(trainjob))

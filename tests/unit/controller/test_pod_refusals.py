@@ -198,7 +198,10 @@ BAD_LABEL = ('JobSet.jobset.x-k8s.io "tj" is invalid: metadata.labels: Invalid v
 
 @pytest.mark.parametrize("message, field", [
     (BAD_LABEL, "spec.labels"),
-    ('jobsets.jobset.x-k8s.io "tj" already exists', None),  # an update: the JobSet is there, no verdict
+    ('jobsets.jobset.x-k8s.io "tj" already exists', None),
+    # a JobSet count quota of 0 may be raised: the controller reports it at apply (ApplyFailed), admission does not
+    ('jobsets.jobset.x-k8s.io "tj" is forbidden: exceeded quota: no-jobsets, requested: count/jobsets.jobset.x-k8s.io=1, '
+     "used: count/jobsets.jobset.x-k8s.io=0, limited: count/jobsets.jobset.x-k8s.io=0", None),
     ("Internal error occurred: failed calling webhook \"mjobset.kb.io\"", None),
 ])
 def test_admission_refuses_a_jobset_the_api_server_refuses_naming_the_trainjob_field(message, field):
