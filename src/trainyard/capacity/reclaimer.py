@@ -124,6 +124,9 @@ class Reclaimer(Loop):
         waiting = [replace(g, placement=self.placement(g.key, trainjobs))
                    for g in waiting_gangs(view.snapshot.pod_groups, now)
                    if g.key in active and g.key not in started and only in (None, g.key)]
+        if only is None:  # forget the placements of gangs that no longer wait
+            still = {g.key for g in waiting}
+            self.placements = {k: v for k, v in self.placements.items() if k[0] in still}
         deserved = view.deserved if self.target == DESERVED_TARGET else \
             fair_deserved(view.capacity, view.weights, view.allocated, view.waiting)
         return plan(view.nodes, waiting, running_jobs(view.snapshot.pods, view.snapshot.pod_groups, active, now),
