@@ -4,24 +4,27 @@
 limit, and classified: refused clearly, accepted silently, traceback, out of memory, timeout. Prints counts
 per class and every case that was not refused clearly; exits 1 if any was.
 
-Usage: .venv/bin/python bench/bad_files.py [--class NAME ...]
+Usage: .venv/bin/python bench/bad_files.py [--class NAME ...] [--out DIR]
 `tests/unit/test_bad_files.py` runs the classes fixed so far in `make test`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from trainyard.benchkit import finish_record, run_record
 from trainyard.k8s import TRAINER_API_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,11 +166,30 @@ def run_classes(selected: Callable[[Case], bool] = lambda case: True) -> dict[st
     return counts
 
 
+def outcome_counts(counts: dict[str, Counter], seconds: float) -> dict:
+    """The figures of a run: cases per outcome over every class, per class, and what was not refused clearly."""
+    outcomes = Counter()
+    for tally in counts.values():
+        outcomes.update({o: tally.get(o, 0) for o in OUTCOMES})
+    failures = [f"{klass}: {key[6:]}" for klass, tally in counts.items() for key in tally if key.startswith("case: ")]
+    return {"cases": sum(outcomes.values()), "outcomes": dict(outcomes),
+            "not_refused_clearly": sum(outcomes.values()) - outcomes["refused clearly"],
+            "by_class": {klass: {o: tally.get(o, 0) for o in OUTCOMES} for klass, tally in counts.items()},
+            "failures": failures, "seconds": round(seconds, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--class", dest="classes", action="append", help="only these classes")
+    parser.add_argument("--out", type=Path, help="write DIR/bad_files.json: the outcomes with the run's provenance")
     args = parser.parse_args(argv)
+    record = run_record(["bench/bad_files.py", *(sys.argv[1:] if argv is None else argv)])
+    started = time.monotonic()
     counts = run_classes(lambda case: not args.classes or case.klass in args.classes)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        record["results"] = outcome_counts(counts, time.monotonic() - started)
+        (args.out / "bad_files.json").write_text(json.dumps(finish_record(record), indent=1) + "\n")
     print(f"{'class':<16} " + " ".join(f"{o:>17}" for o in OUTCOMES))
     failed = False
     for klass, tally in counts.items():

@@ -10,8 +10,9 @@ webhook (AdmissionReview for the runtime and the TrainJob), the strict CLI check
 refusal must be a message a user can act on; anything raised that is not a ControllerError is an
 unexpected exception. Stack configs start from a valid stack and are broken the same way.
 
-Usage: .venv/bin/python bench/bad_input.py [--pairs 10000] [--stacks 2000] [--seed 0] [--out FILE]
-`--out` writes the counts as JSON with the run's command, commit, date and machine (bench/results/bad_input.json).
+Usage: .venv/bin/python bench/bad_input.py [--pairs 10000] [--stacks 2000] [--seed 0] [--out DIR]
+`--out` writes DIR/bad_input.json: the counts with the run's command, commit, date and machine.
+`trainyard bench run bad_input` repeats it and writes bench/results/bad_input.json with the median and spread.
 The fast slice of `make test` (tests/unit/test_bad_input_properties.py) runs the same with small counts.
 """
 
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stacks", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=0, help="the seed of the examples drawn (a rerun with the same "
                         "seed draws the same)")
-    parser.add_argument("--out", help="write the counts here as JSON (bench/results/bad_input.json)")
+    parser.add_argument("--out", type=Path, help="write DIR/bad_input.json")
     args = parser.parse_args(argv)
     record = run_record(["bench/bad_input.py", *(sys.argv[1:] if argv is None else argv)])
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
@@ -337,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         record["results"] = {"pairs": _counts(pair_tally), "stacks": _counts(stack_tally),
                              "seconds": round(time.monotonic() - start, 1)}
-        Path(args.out).write_text(json.dumps(finish_record(record), indent=2, sort_keys=True) + "\n")
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "bad_input.json").write_text(json.dumps(finish_record(record), indent=2, sort_keys=True) + "\n")
     return 1 if bad else 0
 
 

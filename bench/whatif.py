@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long `trainyard platform whatif` takes: each stack of stacks/ against itself, a generated trace of --jobs jobs
 replayed on both sides (the command's whole work, stack reading included), with peak RSS. Prints a table and, with
---out, writes whatif.json; asserts nothing. Target (issue: what-if): 2,000 jobs in at most 60 s on 2 cores.
+--out DIR, writes DIR/whatif.json; asserts nothing. Target (issue: what-if): 2,000 jobs in at most 60 s on 2 cores.
 
 Usage: .venv/bin/python bench/whatif.py [--jobs 2000] [--seed 0] [--stacks local,dev,prod] [--out DIR]
 """
@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
 from pathlib import Path
 
+from trainyard.benchkit import finish_record, run_record
 from trainyard.paths import repo_root
 from trainyard.whatif.run import what_if_files
 
@@ -41,9 +43,10 @@ def main(argv=None) -> int:
     print(f"peak RSS {peak_mib:.0f} MiB")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "whatif.json").write_text(json.dumps(
-            {"date": time.strftime("%Y-%m-%d"), "seed": args.seed, "runs": rows, "peak_rss_mib": round(peak_mib)},
-            indent=1))
+        record = run_record(["bench/whatif.py", *(sys.argv[1:] if argv is None else argv)])
+        record["results"] = {"jobs": args.jobs, "seed": args.seed, "stacks": {row.pop("stack"): row for row in rows},
+                             "peak_rss_mib": round(peak_mib)}
+        (args.out / "whatif.json").write_text(json.dumps(finish_record(record), indent=1))
     return 0
 
 

@@ -13,6 +13,7 @@ app = typer.Typer(
 
 def _register() -> None:
     """Each area owns its commands; the CLI only assembles them."""
+    from trainyard.cli.bench import bench_app
     from trainyard.cli.capacity import register as register_capacity
     from trainyard.cli.catalog import catalog_app
     from trainyard.cli.cluster import cluster_app, register_top_level
@@ -27,6 +28,7 @@ def _register() -> None:
     app.add_typer(platform_app, name="platform")
     app.add_typer(catalog_app, name="catalog")
     app.add_typer(controller_app, name="controller")
+    app.add_typer(bench_app, name="bench")
     register_jobs(app)
     register_top_level(app)
     register_capacity(app)
