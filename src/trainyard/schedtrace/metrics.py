@@ -165,6 +165,23 @@ def allocation_while_saturated(line: Timeline, capacity: int) -> tuple[float | N
     return float(line.held[mask].mean() / capacity), float(mask.sum() * step)
 
 
+def goodput_while_saturated(line: Timeline, pods: Iterable[PodRecord], capacity: int) -> float | None:
+    """Allocation without the lost work: time-averaged GPUs held by pods whose work was kept (they succeeded, or
+    still run at the end) / capacity, while demand >= capacity. A pod evicted and rerun from the start held GPUs
+    that allocation counts and goodput does not."""
+    import numpy as np
+
+    mask = saturated(line, capacity)
+    if not mask.any():
+        return None
+    kept = np.zeros_like(line.t)
+    for pod in pods:
+        if pod.bound is not None and (pod.succeeded or pod.ended is None):
+            stop = pod.ended if pod.ended is not None else np.inf
+            kept += pod.gpus * ((line.t >= pod.bound) & (line.t < stop))
+    return float(kept[mask].mean() / capacity)
+
+
 def queue_shares(line: Timeline, capacity: int, weights: Mapping[str, float]) -> dict[str, dict]:
     """Per queue, while demand >= capacity: time-averaged share of the cluster held, its weighted fair
     share (water-filled against what each queue demanded at that moment), the plain weight share, and the

@@ -22,6 +22,7 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
     grouped = M.by_job(pods)
     line = M.timeline(trace, grouped, submitted, end, step=SCHEDULE_CYCLE_S / 2)
     allocation, contended = M.allocation_while_saturated(line, capacity)
+    goodput = M.goodput_while_saturated(line, pods, capacity)
     partial = M.partial_gangs(trace, grouped, PARTIAL_MIN_CYCLES * SCHEDULE_CYCLE_S, end)
     delays = M.queueing_delays(trace, grouped, submitted)
     finished = [job.name for job in trace if M.job_finished(job, grouped.get(job.name, ())) is not None]
@@ -29,10 +30,12 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
     return {
         "jobs": len(trace), "jobs_finished": len(finished), "run_s": round(end, 1),
         "allocation_while_saturated": None if allocation is None else round(allocation, 4),
+        "goodput_while_saturated": None if goodput is None else round(goodput, 4),
         "saturated_s": round(contended, 1),
         "evicted_share": evicted_share(pods),
         "idle_points_by_cause": M.idle_breakdown(trace, grouped, submitted, line, capacity, weights),
         "partial_gangs": partial,
+        "partial_gang_count": len(partial),
         "queues": M.queue_shares(line, capacity, weights),
         "delay_by_size": dict(sorted(M.delays_by_size(trace, delays).items(), key=lambda kv: size_order(kv[0]))),
         "binding": M.bind_rate(pods),

@@ -67,9 +67,24 @@ def test_allocation_is_averaged_only_while_demand_reaches_capacity():
     assert M.allocation_while_saturated(line, 16)[0] == 0.5  # half a gang held: 8 of 16
 
 
+@pytest.mark.parametrize("a_pods, goodput", [
+    ([pod(0, 10, job="a"), pod(0, 10, job="a")], 1.0),                 # all kept
+    ([pod(0, 4, ok=False, job="a"), pod(4, 10, job="a"), pod(0, 10, job="a")], 0.8),  # 8 GPUs x 4 s lost of 160
+    ([pod(0, 10, ok=False, job="a"), pod(0, 10, ok=False, job="a")], 0.0),  # both evicted at the end
+    ([pod(0, None, job="a"), pod(0, None, job="a")], 1.0),             # still running at the end: kept
+])
+def test_goodput_counts_only_the_work_kept_while_saturated(a_pods, goodput):
+    trace = [job("a", pods=2), job("b", pods=1, arrival=0)]
+    pods = {"a": a_pods, "b": []}
+    line = M.timeline(trace, pods, {"a": 0, "b": 0}, end=10, step=1)
+    assert M.allocation_while_saturated(line, 16)[0] == 1.0
+    assert M.goodput_while_saturated(line, a_pods, 16) == pytest.approx(goodput)
+
+
 def test_no_contention_gives_no_allocation_figure():
     line = M.timeline([job("a", pods=1)], {"a": [pod(0, 5, job="a")]}, {"a": 0}, end=10, step=1)
     assert M.allocation_while_saturated(line, 16) == (None, 0.0)
+    assert M.goodput_while_saturated(line, [pod(0, 5, job="a")], 16) is None
 
 
 def test_queue_shares_compare_held_share_with_the_weighted_fair_share_while_saturated():

@@ -1,0 +1,28 @@
+"""The cheap benches run in `make test` at reduced size, through the same runner as `make bench`, and fail when a
+figure crosses its target; the documentation's figures are what the results files say."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from trainyard.benchmarks.aggregate import missed_targets
+from trainyard.benchmarks.registry import BENCHES
+from trainyard.benchmarks.runner import run_bench
+from trainyard.cli.main import app
+from trainyard.paths import repo_root
+
+
+@pytest.mark.parametrize("bench", [b for b in BENCHES if b.quick_args is not None], ids=lambda b: b.name)
+def test_reduced_run_keeps_every_target(bench, tmp_path):
+    document = run_bench(bench, repo_root(), tmp_path, quick=True, echo=lambda _: None)
+    assert document["exit_codes"] == [0], document["runs"]
+    assert missed_targets(document) == []
+    written = json.loads((tmp_path / f"{bench.name}.json").read_text())
+    assert written["quick"] is True and written["commit"] and written["machine"]["cores"] >= 1
+    assert "load_average_1m_after" in written["machine"]
+
+
+def test_docs_quote_what_the_results_files_say():
+    result = CliRunner().invoke(app, ["bench", "docs", "--check"])
+    assert result.exit_code == 0, result.output
