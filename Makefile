@@ -7,12 +7,13 @@ TRAINYARD := $(BIN)/trainyard
 # Every source file: the strict editable install links files, so a new file needs a reinstall.
 SOURCES := $(shell find src platform controller runtimes queues -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.j2' -o -name '*.json' \) 2>/dev/null) pyproject.toml
 
-.PHONY: help dev tools up down test unit status clean
+.PHONY: help dev tools up down test unit status clean bench
 
 help:
 	@echo "make up     start the local GPU cluster with its controllers and deploy the local stack"
 	@echo "make test   run the whole test suite (builds missing tools first)"
 	@echo "make down   stop everything make up started"
+	@echo "make bench  rerun the benchmarks under 15 min a run and regenerate the docs' figures (NAME=<bench>: one)"
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +44,11 @@ unit: dev
 
 test: tools
 	$(BIN)/pytest -q
+
+# `make bench` reruns every bench that is not long; `make bench NAME=scale` one (see `trainyard bench list`).
+bench: tools
+	$(TRAINYARD) bench run $(if $(NAME),$(NAME),--all)
+	$(TRAINYARD) bench docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info

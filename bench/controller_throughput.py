@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from trainyard import k8s as K
+from trainyard.benchkit import finish_record, run_record
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -128,13 +129,15 @@ def bench_render(iterations: int = 300) -> dict:
             "render_cli_invocations_per_second": round(cli, 2)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    record = run_record(["bench/controller_throughput.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     parser.add_argument("--feature-gates", default=ClusterSpec.feature_gates,
                         help="the controller's gates (TrainJobStatus adds a ConfigMap per TrainJob)")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help="write DIR/controller_throughput.json")
+    args = parser.parse_args(argv)
     figures = bench_render()
     print(json.dumps(figures), flush=True)
     ensure_built(*local.REQUIRED_TOOLS)
@@ -149,6 +152,10 @@ def main() -> int:
         if not args.keep:
             local.down(spec.name, echo=lambda *_: None)
     print(json.dumps(figures, indent=2))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "controller_throughput.json").write_text(
+            json.dumps({**finish_record(record), "results": figures}, indent=2))
     return 0
 
 

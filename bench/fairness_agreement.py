@@ -9,7 +9,7 @@ the same figures are computed twice: from the pod watch's records (`schedtrace.s
 share and the weight share. Prints both and their differences, asserts nothing; the issue's bar is 2 %.
 
 Usage: .venv/bin/python bench/fairness_agreement.py [--seed 12] [--jobs 60] [--duration-scale 0.5] [--nodes 16]
-       [--out bench/results] [--keep]
+       [--out bench/out] [--keep]
 It starts its own cluster (trainyard-fair, ports from 29900) and stops it afterwards unless --keep.
 """
 
@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
+from trainyard.benchkit import finish_record, run_record
 from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.schedtrace import summary
@@ -39,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=60)
     parser.add_argument("--duration-scale", type=float, default=0.5)
     parser.add_argument("--nodes", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     return parser.parse_args(argv)
 
@@ -62,6 +64,7 @@ def compare(records: dict, prometheus: dict) -> dict:
 
 
 def main(argv=None) -> int:
+    record = run_record(["bench/fairness_agreement.py", *(sys.argv[1:] if argv is None else argv)])
     args = parse_args(argv)
     ensure_built(*local.REQUIRED_TOOLS)
     spec = ClusterSpec(name="trainyard-fair", nodes=args.nodes, racks=4, spines=2, port_base=29900, timed_pods=True,
@@ -102,11 +105,10 @@ def main(argv=None) -> int:
           f"jobs finished {from_records['jobs_finished']}/{len(trace)}, unfinished {record.unfinished}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "fairness_agreement.json"
-    path.write_text(json.dumps({"seed": args.seed, "jobs": args.jobs, "duration_scale": args.duration_scale,
-                                "nodes": args.nodes, "figures": figures, "worst_relative_difference": worst,
-                                "jain_index": from_prometheus.get("jain_index"),
-                                "starvation": {t: v["starvation"] for t, v in from_prometheus["tenants"].items()}},
-                               indent=2))
+    results = {"seed": args.seed, "jobs": args.jobs, "duration_scale": args.duration_scale, "nodes": args.nodes,
+               "figures": figures, "worst_relative_difference": worst, "jain_index": from_prometheus.get("jain_index"),
+               "starvation": {t: v["starvation"] for t, v in from_prometheus["tenants"].items()}}
+    path.write_text(json.dumps({**finish_record(record), "results": results}, indent=2))
     print(f"wrote {path}")
     return 0
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Does `trainyard fit` say what then happens? Generated TrainJobs (tenants, runtimes, sizes, topology tiers,
 priority classes; on an idle and on a loaded cluster) are asked to `fit`, then created, and the outcome is
-observed: placed (every pod bound), waiting (Volcano or the controller says why, nothing bound), or refused
-at create. Prints the verdict x outcome table, the agreement and every disagreement; asserts nothing.
+observed: placed (every pod bound), refused at create, or waiting (Volcano or the controller says why, nothing
+bound). A waiting job is then given room (the load leaves, the cluster is idle) and watched for a bounded window:
+placed after room was made, or never placed. Prints the verdict x outcome table, the agreement and every
+disagreement; asserts nothing.
 
-Agreement: fits -> placed, waits -> waiting, refused ("can never start") -> refused at create or never placed.
+Agreement: fits -> placed; waits -> placed after room was made; refused ("can never start") -> refused at create or
+never placed within the window (the window is stated in the results).
 
-Usage: .venv/bin/python bench/fit_agreement.py [--count 200] [--seed 7] [--keep]
+Usage: .venv/bin/python bench/fit_agreement.py [--count 200] [--seed 7] [--start-window 60] [--out DIR] [--keep]
 It starts its own cluster (name trainyard-fitbench, ports from 27800: 4 nodes x 8 GPUs, 2 racks, 1 spine).
 """
 
@@ -18,6 +21,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainyard import k8s as K
 from trainyard.cluster import local
@@ -31,8 +35,9 @@ from trainyard.waiting import wait_for
 SPEC = ClusterSpec(name="trainyard-fitbench", port_base=27800, feature_gates="TrainJobStatus=false", monitoring=False)
 FITS, WAITS, REFUSED = "fits", "waits", "refused"
 PLACED, WAITING, REFUSED_AT_CREATE, UNKNOWN = "placed", "waiting", "refused at create", "no evidence"
+PLACED_LATER, NEVER_PLACED = "placed after room was made", "never placed"
 VERDICTS = {0: FITS, 1: WAITS, 2: REFUSED}
-AGREES = {FITS: {PLACED}, WAITS: {WAITING}, REFUSED: {REFUSED_AT_CREATE, WAITING}}
+AGREES = {FITS: {PLACED}, WAITS: {PLACED_LATER}, REFUSED: {REFUSED_AT_CREATE, NEVER_PLACED}}
 IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 LOAD_PODS = 3  # x 8 GPUs: one node of four left free
 
@@ -138,10 +143,10 @@ def generate(platform: Platform, count: int, seed: int) -> list[Case]:
 class Bench:
     """One cluster, set up once: ask fit, create, observe, delete, case after case."""
 
-    def __init__(self, cluster: str, platform: Platform):
+    def __init__(self, cluster: str, platform: Platform, start_window: float = 60.0):
         from kubernetes import client, config
 
-        self.cluster, self.platform = cluster, platform
+        self.cluster, self.platform, self.start_window = cluster, platform, start_window
         self.kubeconfig = str(local.ClusterPaths.for_name(cluster).kubeconfig)
         api = config.new_client_from_config(config_file=self.kubeconfig)
         self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -236,7 +241,12 @@ class Bench:
         except local.ClusterError as exc:
             return verdict, REFUSED_AT_CREATE, lines + [f"(create: {str(exc)[-300:]})"]
         try:
-            return verdict, self.observe(case.tenant, name, self._pod_count(lines)), lines
+            pods = self._pod_count(lines)
+            outcome = self.observe(case.tenant, name, pods)
+            if outcome == WAITING:  # room made: the load is the only other holder of GPUs
+                self.load(False)
+                outcome = PLACED_LATER if self.placed_within(case.tenant, name, pods, self.start_window) else NEVER_PLACED
+            return verdict, outcome, lines
         finally:
             self.kubectl("delete", "trainjob", name, "-n", case.tenant, "--wait=true", "--timeout=120s")
             wait_for(lambda: not self._pods(case.tenant, f"jobset.sigs.k8s.io/jobset-name={name}"), 120,
@@ -263,6 +273,12 @@ class Bench:
             return None
 
         return wait_for(outcome, timeout, f"the verdict on {name} to play out", 0.5, error=None) or UNKNOWN
+
+    def placed_within(self, ns: str, name: str, pods: int, window: float) -> bool:
+        def placed() -> bool:
+            return len([p for p in self._pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}") if p.spec.node_name]) >= pods
+
+        return bool(wait_for(placed, window, f"{name} placed once room was made", 0.5, error=None))
 
     def _reason_given(self, ns: str, name: str) -> bool:
         """The controller's failure condition, a PodGroup condition or Warning event, or a pod Volcano marked."""
@@ -308,14 +324,19 @@ def run_all(bench: Bench, cases: list[Case], echo=print) -> dict:
     return tally(results)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    from trainyard.benchkit import finish_record, run_record
     from trainyard.toolchain.build import ensure_built
 
+    record = run_record(["bench/fit_agreement.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--start-window", type=float, default=60.0, help="seconds a waiting job is given to start "
+                        "once room was made")
+    parser.add_argument("--out", type=Path, help="write DIR/fit_agreement.json")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ensure_built(*local.REQUIRED_TOOLS)
     if local.is_running(SPEC.name):
         local.down(SPEC.name, echo=lambda *_: None)
@@ -323,7 +344,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         platform = Platform("fa")
-        bench = Bench(SPEC.name, platform)
+        bench = Bench(SPEC.name, platform, start_window=args.start_window)
         bench.setup()
         figures = run_all(bench, generate(platform, args.count, args.seed))
     finally:
@@ -334,6 +355,11 @@ def main() -> int:
           f"(target >= 99 %), {time.monotonic() - started:.0f} s")
     for item in figures["disagreements"]:
         print(json.dumps(item))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        results = {**figures, "seed": args.seed, "start_window_seconds": args.start_window,
+                   "seconds": round(time.monotonic() - started, 1)}
+        (args.out / "fit_agreement.json").write_text(json.dumps({**finish_record(record), "results": results}, indent=1))
     return 0
 
 

@@ -45,7 +45,7 @@ import yaml
 
 from trainyard import k8s as K
 from trainyard import stack_deploy
-from trainyard.benchkit import ChildrenWatch, counter_sum, histogram_buckets, process_usage
+from trainyard.benchkit import ChildrenWatch, counter_sum, finish_record, histogram_buckets, process_usage, run_record
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -184,8 +184,32 @@ def timed_command(*args: str, profile: Path | None = None) -> CommandRun:
     return CommandRun(seconds, round(cpu, 2), result.returncode, found)
 
 
+def delivered_load(offered: float, span: float, created_at: list[float]) -> dict:
+    """What the submitters really offered: the trace's load was stated over `span` seconds; creates that took
+    longer spread the same work over their real arrival span, a lower load (offered x span / real span)."""
+    real_span = max(created_at) - min(created_at) if len(created_at) > 1 else 0.0
+    return {"arrival_span_seconds": round(real_span, 1),
+            "creates_per_second": round(len(created_at) / real_span, 2) if real_span else None,
+            "stated_creates_per_second": None,
+            "offered_load_delivered": round(offered * span / real_span, 3) if real_span else None}
+
+
+def pods_by_phase(core) -> dict[str, int]:
+    """Pods of every namespace by phase, at the end of the phase (kwok completes each after its duration)."""
+    phases: dict[str, int] = {}
+    token = None
+    while True:
+        page = core.list_pod_for_all_namespaces(limit=5000, _continue=token)
+        for pod in page.items:
+            phase = (pod.status.phase if pod.status else None) or "Unknown"
+            phases[phase] = phases.get(phase, 0) + 1
+        token = page.metadata._continue
+        if not token:
+            return phases
+
+
 def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, median: float, seed: int,
-                     out: Path, profile: bool = False) -> dict:
+                     out: Path, profile: bool = False, submitters: int = 16) -> dict:
     """Play the trace against the platform the Pulumi phase deployed and measure the controller at that size."""
     from kubernetes import client, config
 
@@ -210,6 +234,7 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     children = ChildrenWatch(lambda: client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))).start()
     submitted: dict[tuple[str, str], float] = {}
     refused: dict[str, str] = {}
+    created_at: list[float] = []
     lock = threading.Lock()
     local_api = threading.local()
     started = time.monotonic()
@@ -221,16 +246,18 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
         try:
             local_api.custom.create_namespaced_custom_object(K.TRAINER_GROUP, K.TRAINER_VERSION, job.tenant,
                                                              K.TRAINJOBS, scale_trainjob(job))
+            done_at = time.monotonic()
         except Exception as exc:  # noqa: BLE001 - counted and reported, never silently dropped
             with lock:
                 refused[job.name] = str(exc)[-300:]
             return
         with lock:
             submitted[(job.tenant, job.name)] = at
+            created_at.append(done_at - started)
 
     print(f"# {len(trace)} TrainJobs over a simulated hour in {span:.0f} s (offered load {offered:.2f} of the "
           "cluster)", file=sys.stderr, flush=True)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=submitters) as pool:
         for job in trace:
             delay = job.arrival - (time.monotonic() - started)
             if delay > 0:
@@ -266,8 +293,12 @@ def controller_phase(spec: ClusterSpec, tenants: int, jobs: int, span: float, me
     resumes = observed_since(resumes_before, resumes_after)
     requests = api_requests(spec.name) - requests_before
     done = len(lags)
+    delivered = delivered_load(offered, span, created_at)
+    delivered["stated_creates_per_second"] = round(jobs / span, 2)
     figures = {
         "jobs": jobs, "span_seconds": span, "simulated_seconds": SIMULATED_HOUR, "offered_load": round(offered, 2),
+        "submitters": submitters, **delivered, "pods_by_phase_at_end": pods_by_phase(client.CoreV1Api(
+            config.new_client_from_config(config_file=kubeconfig))),
         "submitted": len(keys), "refused": len(refused), "refused_examples": dict(list(refused.items())[:3]),
         "submit_seconds": round(submit_seconds, 1), "with_children": done,
         "drain_per_second": round(done / max(1e-9, last_child - started), 1),
@@ -303,8 +334,9 @@ def table(figures: dict) -> str:
             ("pulumi preview after it, no change", p["after_change_noop_preview_seconds"], "<= 60")]
     c = figures.get("controller")
     if c:
-        rows += [(f"{c['submitted']} TrainJobs over a simulated hour in {c['span_seconds']:.0f} s: submitted in",
-                  c["submit_seconds"], "-"),
+        rows += [(f"{c['submitted']} TrainJobs over a simulated hour stated as {c['span_seconds']:.0f} s: created "
+                  f"over (offered load {c['offered_load']} stated, {c['offered_load_delivered']} delivered; "
+                  f"{c['creates_per_second']} creates/s by {c['submitters']} clients)", c["arrival_span_seconds"], "-"),
                  ("  controller drain (TrainJobs with JobSet + PodGroup per s)", c["drain_per_second"], "-"),
                  ("  lag create -> children p50 / p99 / max", f"{c['lag_p50_seconds']} / {c['lag_p99_seconds']} / "
                   f"{c['lag_max_seconds']}", "-"),
@@ -326,7 +358,8 @@ def table(figures: dict) -> str:
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) for row in rows)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    record = run_record(["bench/scale.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--racks", type=int, default=125)
@@ -336,11 +369,12 @@ def main() -> int:
     parser.add_argument("--span", type=float, default=600.0, help="real seconds the simulated hour is played in")
     parser.add_argument("--median-job-seconds", type=float, default=120.0, help="simulated median job duration")
     parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--submitters", type=int, default=16, help="concurrent clients creating TrainJobs")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     parser.add_argument("--profile", action="store_true", help="run report and fit once more under py-spy and "
                         "write their top functions into scale.json (`profiles`)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     spec = ClusterSpec(name="trainyard-scale", port_base=29800, nodes=args.nodes, racks=args.racks, spines=args.spines,
                        timed_pods=True, feature_gates="TrainJobStatus=false", start_estimates_every=60, monitoring=False)
     ensure_built(*local.REQUIRED_TOOLS, "pulumi", "pulumi-kubernetes", "pulumi-policy-analyzer")
@@ -362,13 +396,14 @@ def main() -> int:
         figures["pulumi"] = pulumi_phase(spec, args.tenants, log)
         if args.jobs:
             figures["controller"] = controller_phase(spec, args.tenants, args.jobs, args.span,
-                                                     args.median_job_seconds, args.seed, args.out, args.profile)
+                                                     args.median_job_seconds, args.seed, args.out, args.profile,
+                                                     args.submitters)
     finally:
         if not args.keep:
             local.down(spec.name, echo=lambda *_: None)
         if not settings_existed:
             settings.unlink(missing_ok=True)
-    (args.out / "scale.json").write_text(json.dumps(figures, indent=2))
+    (args.out / "scale.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=2))
     print(f"cluster up with {spec.nodes} nodes: {figures['cluster_up_seconds']} s")
     print(table(figures))
     print(f"figures: {args.out / 'scale.json'}; Pulumi's output: {log}")

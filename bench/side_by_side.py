@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainyard import k8s as K
-from trainyard.benchkit import ChildrenWatch, RssTrace, process_usage, samples
+from trainyard.benchkit import ChildrenWatch, RssTrace, finish_record, process_usage, run_record, samples
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
@@ -314,7 +314,13 @@ def plot(results: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> int:
+def run_key(run: dict) -> str:
+    """`trainyard-shipped`, `upstream-unlimited`: a run's name in the results, whatever the order they ran in."""
+    return f"{run['controller']}-{run['limits'].split()[0]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    record = run_record(["bench/side_by_side.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--stream", type=int, default=200)
@@ -324,7 +330,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     parser.add_argument("--profile", action="store_true", help="sample trainyard's controller with py-spy")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ensure_built(*local.REQUIRED_TOOLS, "kubeflow-trainer")
     if local.is_running(CLUSTER.name):
         local.down(CLUSTER.name, echo=lambda *_: None)
@@ -344,7 +350,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     figures = {"trainjobs": args.count, "stream": args.stream, "stream_rate": args.rate,
                "write_ceiling_per_second": round(ceiling, 1), "runs": results}
-    (args.out / "side_by_side.json").write_text(json.dumps(figures, indent=2))
+    figures["by_run"] = {run_key(r): r for r in results}
+    (args.out / "side_by_side.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=2))
     plot(results, args.out / "side_by_side.png")
     print(f"API-server write ceiling: {ceiling:.0f} ConfigMap creates/s (8 threads)")
     print(table(results, ceiling))

@@ -16,12 +16,18 @@ class FigureMissing(ValueError):
 
 
 def value_at(document: dict, path: str) -> float:
-    """The number at dotted `path` of `document` (keys may hold spaces, not dots)."""
+    """The number at dotted `path` of `document` (keys may hold spaces, not dots); a path ending in `#` counts the
+    items of the list there (`gang.partial_gangs#`)."""
+    count = path.endswith("#")
     node = document
-    for part in path.split("."):
+    for part in path.removesuffix("#").split("."):
         if not isinstance(node, dict) or part not in node:
             raise FigureMissing(f"no {path!r} in the run's results (stopped at {part!r})")
         node = node[part]
+    if count:
+        if not isinstance(node, list):
+            raise FigureMissing(f"{path!r} is {node!r}, not a list to count")
+        return float(len(node))
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         raise FigureMissing(f"{path!r} is {node!r}, not a number")
     return float(node)

@@ -46,7 +46,9 @@ class Bench:
     quick_args: tuple[str, ...] | None = None
     """Arguments of the reduced run `make test` makes (None: too slow or needs a cluster; not in `make test`)."""
     repeat_args: tuple[str, ...] = ()
-    """Added to repeat i with `{repeat}` replaced by i (a different seed per repeat gives a real spread)."""
+    """Added to repeat i with `{repeat}` replaced by i and `{seed}` by seeds[i] (a different seed per repeat gives a
+    real spread)."""
+    seeds: tuple[int, ...] = ()
     repeats: int = 3
     long: bool = False
     """Longer than 15 minutes a run, or a cluster of its own: run one by one, not by `--all`."""
@@ -130,6 +132,151 @@ BENCHES: tuple[Bench, ...] = (
         ),
     ),
 )
+
+PERCENT = dict(unit="%", scale=100.0)
+
+
+def _per_tenant(profile: str) -> tuple[Figure, ...]:
+    return tuple(Figure(f"{tenant.replace('-', '_')}_deviation", f"{profile}.queues.{tenant}.deviation_points",
+                        f"{tenant}: share minus fair share while saturated", unit="points")
+                 for tenant in ("team-a", "team-b", "team-c"))
+
+
+SETUP = Bench(
+    name="fresh_clone",
+    script="bench/fresh_clone.py",
+    measures="The README's commands on a fresh clone with the toolchain already built: `make up` (a new venv from "
+             "PyPI, the local cluster, `pulumi up` of the local stack), the example TrainJob as a tenant user until "
+             "Complete, `trainyard report`, `make down`.",
+    minutes=4.0,
+    figures=(
+        Figure("make_up_seconds", "make_up_seconds", "`make up` (warm toolchain, new venv)", unit="s", digits=0),
+        Figure("example_complete_seconds", "example_complete_seconds", "example TrainJob created to Complete",
+               unit="s", target=Target("<=", 60)),
+        Figure("report_seconds", "report_seconds", "`trainyard report`", unit="s", target=Target("<=", 5)),
+        Figure("make_down_seconds", "make_down_seconds", "`make down`", unit="s"),
+    ),
+)
+
+LONG_BENCHES: tuple[Bench, ...] = (
+    Bench(
+        name="suite",
+        script="bench/suite.py",
+        measures="`make test` as CI runs it (`bash .ci/run` on a fresh clone, new venv, warm toolchain and images).",
+        repeats=1,
+        long=True,
+        minutes=45.0,
+        notes=("One run: the suite takes over 15 minutes.",),
+        figures=(
+            Figure("wall_seconds", "seconds", "wall time, clone to the last test", unit="s", digits=0),
+            Figure("passed", "passed", "tests passed", digits=0),
+            Figure("failed", "exit_code", "exit code", digits=0, target=ZERO),
+        ),
+    ),
+    Bench(
+        name="scheduling_trace",
+        script="bench/scheduling_trace.py",
+        measures="One seeded trace per run (150 jobs of three tenants at 1.5x a 64-node x 8-GPU cluster) through "
+                 "the real path (TrainJob, trainyard's controller, JobSet, PodGroup, vc-scheduler) with the shipped "
+                 "`gang` profile; each run a different trace.",
+        args=("--profiles", "gang"),
+        repeat_args=("--seed", "{seed}"),
+        seeds=(12, 13, 14),
+        long=True,
+        minutes=15.0,
+        figures=(
+            Figure("allocation", "gang.allocation_while_saturated", "GPU allocation while saturated", **PERCENT,
+                   target=Target(">=", 0.9)),
+            Figure("goodput", "gang.goodput_while_saturated", "goodput while saturated (work kept)", **PERCENT),
+            Figure("evicted_share", "gang.evicted_share", "GPU-seconds held by pods evicted (work lost)", **PERCENT),
+            Figure("partial_gangs", "gang.partial_gangs#", "partial gangs", digits=0, target=ZERO),
+            Figure("beyond_tier", "gang.topology.beyond_allowed_tier#", "gangs beyond their hard topology tier",
+                   digits=0, target=ZERO),
+            *_per_tenant("gang"),
+        ),
+    ),
+    Bench(
+        name="fit_agreement",
+        script="bench/fit_agreement.py",
+        measures="Generated TrainJobs asked to `trainyard fit`, then created on a 4-node cluster (idle or loaded): "
+                 "fits must be placed, waits placed once room is made, refused refused at create or never placed "
+                 "within the stated window.",
+        args=("--count", "200"),
+        repeat_args=("--seed", "{seed}"),
+        seeds=(7, 8, 9),
+        long=True,
+        minutes=12.0,
+        figures=(
+            Figure("agreement", "agreement", "verdicts that then happened", **PERCENT, target=Target(">=", 0.99)),
+            Figure("disagreements", "disagreements#", "disagreements", digits=0),
+            Figure("cases", "cases", "TrainJobs per run", digits=0),
+            Figure("window", "start_window_seconds", "window a waiting job is given once room is made", unit="s",
+                   digits=0),
+        ),
+    ),
+    Bench(
+        name="fairness_agreement",
+        script="bench/fairness_agreement.py",
+        measures="The fairness audit read from Prometheus (`trainyard report --since`) beside the scheduling "
+                 "trace's own pod records, on one replay with the usage record on.",
+        repeat_args=("--seed", "{seed}"),
+        seeds=(12, 13, 14),
+        long=True,
+        minutes=15.0,
+        figures=(
+            Figure("worst_difference", "worst_relative_difference", "worst relative difference of a figure",
+                   **PERCENT, digits=2, target=Target("<=", 0.02)),
+            Figure("jain_index", "jain_index", "Jain's fairness index", digits=3),
+        ),
+    ),
+    Bench(
+        name="side_by_side",
+        script="bench/side_by_side.py",
+        measures="trainyard's TrainJob controller beside Kubeflow Trainer's own (v2.3.0, built from its module) on "
+                 "one cluster: 1,000 suspended TrainJobs drained, then 200 streamed at 20/s, at the shipped client "
+                 "limits.",
+        args=("--limits", "shipped"),
+        long=True,
+        minutes=20.0,
+        figures=tuple(
+            Figure(f"{who}_{key}", f"by_run.{who}-shipped.{path}", f"{who}: {label}", unit=unit, digits=digits)
+            for who in ("trainyard", "upstream")
+            for key, path, label, unit, digits in (
+                ("drain_per_second", "trainjobs_per_second", "TrainJobs drained per second", "/s", 1),
+                ("stream_p99_ms", "stream_p99_ms", "stream latency p99", "ms", 0),
+                ("cpu_per_trainjob", "cpu_seconds_per_trainjob", "CPU seconds per TrainJob", "s", 4),
+                ("peak_rss_mib", "peak_rss_mib", "peak resident memory", "MiB", 0),
+                ("writes_per_trainjob", "writes_per_trainjob", "API writes per TrainJob", "", 1))),
+    ),
+    Bench(
+        name="scale",
+        script="bench/scale.py",
+        measures="1,000 simulated nodes x 8 GPUs, 100 generated tenants: `pulumi up`, previews and a one-tenant "
+                 "change; then 10,000 TrainJobs of an hour's trace, with the load really delivered stated.",
+        repeats=1,
+        long=True,
+        minutes=90.0,
+        notes=("One run: a run takes over an hour on the reference machine.",),
+        figures=(
+            Figure("noop_preview_seconds", "pulumi.noop_preview_seconds", "pulumi preview, no change", unit="s",
+                   target=Target("<=", 60)),
+            Figure("one_tenant_apply_seconds", "pulumi.one_tenant_apply_seconds", "one-tenant change applied",
+                   unit="s", target=Target("<=", 60)),
+            Figure("offered_load_delivered", "controller.offered_load_delivered",
+                   "offered load delivered (of the cluster)", digits=2),
+            Figure("creates_per_second", "controller.creates_per_second", "TrainJobs created per second", digits=1),
+            Figure("lag_p99_seconds", "controller.lag_p99_seconds", "create to JobSet + PodGroup, p99", unit="s"),
+            Figure("controller_peak_rss_mib", "controller.controller_peak_rss_mib", "controller peak memory",
+                   unit="MiB", digits=0, target=Target("<=", 1024)),
+            Figure("report_seconds", "controller.report_seconds", "`trainyard report` with every TrainJob in place",
+                   unit="s", target=Target("<=", 5)),
+            Figure("fit_seconds", "controller.fit_seconds", "`trainyard fit` with every TrainJob in place", unit="s",
+                   target=Target("<=", 5)),
+        ),
+    ),
+)
+
+BENCHES = BENCHES + (SETUP,) + LONG_BENCHES
 
 BY_NAME = {bench.name: bench for bench in BENCHES}
 

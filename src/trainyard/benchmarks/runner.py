@@ -20,7 +20,8 @@ def script_command(bench: Bench, repeat: int, out_dir: Path, *, quick: bool, pyt
     args = bench.quick_args if quick else bench.args
     if quick and args is None:
         raise ValueError(f"bench {bench.name} has no reduced run")
-    repeat_args = [a.replace("{repeat}", str(repeat)) for a in bench.repeat_args]
+    seed = str(bench.seeds[repeat % len(bench.seeds)]) if bench.seeds else str(repeat)
+    repeat_args = [a.replace("{repeat}", str(repeat)).replace("{seed}", seed) for a in bench.repeat_args]
     return [python, bench.script, *args, *repeat_args, "--out", str(out_dir)]
 
 

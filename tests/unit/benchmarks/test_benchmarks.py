@@ -102,3 +102,15 @@ def test_results_files_are_written_only_by_the_runner():
             if doc.get("format") == FORMAT:
                 assert doc["bench"] == bench.name and len(doc["runs"]) == doc["repeats"]
                 assert set(doc["figures"]) == {f.key for f in bench.figures}
+
+
+@pytest.mark.parametrize("output, counts", [
+    ("..\n==== 2259 passed in 2603.12s (0:43:23) ====\n", {"passed": 2259, "pytest_seconds": 2603.12}),
+    ("= 3 failed, 10 passed, 2 skipped in 12.5s =", {"failed": 3, "passed": 10, "skipped": 2, "pytest_seconds": 12.5}),
+    ("= slowest 25 durations =\n= 7 passed in 1.0s =", {"passed": 7, "pytest_seconds": 1.0}),
+    ("no summary", {}),
+])
+def test_suite_bench_reads_the_last_pytest_summary(output, counts):
+    from bench_modules import load_bench
+
+    assert load_bench("suite").pytest_counts(output) == counts

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The README's commands as a new user meets them: a fresh `git clone` of this checkout's HEAD, `make up` (a new
+venv from PyPI, the warm toolchain from ~/.cache/trainyard, the local cluster and `pulumi up` of the local stack),
+the example TrainJob submitted as a tenant user until it is Complete, `trainyard report`, then `make down`.
+Prints the wall time of each step and fails (exit 1) when a step fails; `--out DIR` writes DIR/fresh_clone.json.
+
+Usage: .venv/bin/python bench/fresh_clone.py [--out DIR] [--keep-clone]
+It uses the default local cluster name (`trainyard`): stop a running `make up` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from trainyard.benchkit import finish_record, run_record
+from trainyard.cluster.state import ClusterPaths
+from trainyard.toolchain.versions import binary
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = "examples/torch-distributed-team-a.yaml"
+
+
+def timed(what: str, command: list[str], cwd: Path, env: dict | None = None, timeout: float = 3600) -> float:
+    print(f"# {what}: {' '.join(command)}", flush=True)
+    started = time.monotonic()
+    run = subprocess.run(command, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True)
+    seconds = round(time.monotonic() - started, 1)
+    if run.returncode != 0:
+        raise SystemExit(f"{what} failed ({run.returncode}) after {seconds} s:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    print(f"# {what}: {seconds} s", flush=True)
+    return seconds
+
+
+def until_complete(clone: Path, env: dict, name: str, timeout: float = 300) -> float:
+    """Seconds from now until the TrainJob has condition Complete=True."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        run = subprocess.run(["kubectl", "get", "trainjob", name, "-n", "team-a", "-o",
+                              "jsonpath={.status.conditions[?(@.type=='Complete')].status}"],
+                             cwd=clone, env=env, capture_output=True, text=True)
+        if run.stdout.strip() == "True":
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    raise SystemExit(f"TrainJob {name} not Complete after {timeout} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    record = run_record(["bench/fresh_clone.py", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write DIR/fresh_clone.json")
+    parser.add_argument("--keep-clone", action="store_true")
+    args = parser.parse_args(argv)
+    clone = Path(tempfile.mkdtemp(prefix="trainyard-fresh-")) / "trainyard"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "KUBECONFIG"))}
+    figures: dict = {}
+    try:
+        figures["make_up_seconds"] = timed("make up", ["make", "up"], clone, env)
+        kube = {**env, "KUBECONFIG": str(ClusterPaths.for_name("trainyard").kubeconfig),
+                "PATH": f"{binary('kubectl').parent}{os.pathsep}{env.get('PATH', '')}"}
+        created = subprocess.run(["kubectl", "create", "-f", EXAMPLE, "--as", "alice", "--as-group", "team-a-users",
+                                  "-o", "jsonpath={.metadata.name}"], cwd=clone, env=kube, capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        figures["example_complete_seconds"] = until_complete(clone, kube, created)
+        figures["report_seconds"] = timed("trainyard report", [".venv/bin/trainyard", "report"], clone, env)
+    finally:
+        figures["make_down_seconds"] = timed("make down", ["make", "down"], clone, env)
+        if not args.keep_clone:
+            shutil.rmtree(clone.parent, ignore_errors=True)
+    print(json.dumps(figures))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "fresh_clone.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
