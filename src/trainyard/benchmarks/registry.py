@@ -57,6 +57,8 @@ class Bench:
     minutes: float = 1.0
     """Typical minutes per run on the 2-core reference machine (for the progress line)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    needs: tuple[str, ...] = ()
+    """Benches whose current results this one reads (it is run after them)."""
 
     @property
     def output_file(self) -> str:
@@ -276,7 +278,34 @@ LONG_BENCHES: tuple[Bench, ...] = (
     ),
 )
 
-BENCHES = BENCHES + (SETUP,) + LONG_BENCHES
+def _estimate_errors(mode: str, words: str) -> tuple[Figure, ...]:
+    return (Figure(f"{mode}_median_s", f"{mode}.median_error_s", f"{words}: absolute error, median", unit="s",
+                   digits=0),
+            Figure(f"{mode}_p90_s", f"{mode}.p90_error_s", f"{words}: absolute error, p90", unit="s", digits=0),
+            Figure(f"{mode}_median_share", f"{mode}.median_error_share", f"{words}: error / real wait, median",
+                   **PERCENT, digits=0),
+            Figure(f"{mode}_p90_share", f"{mode}.p90_error_share", f"{words}: error / real wait, p90", **PERCENT,
+                   digits=0))
+
+
+ESTIMATES = Bench(
+    name="start_estimates",
+    script="bench/start_estimates.py",
+    measures="The start estimates against when each waiting job really started, on the scheduling trace's real "
+             "replays of the seeds the model was not calibrated on: with the shipped default run time (jobs without "
+             "trainerStatus) and with each job's true run time.",
+    args=("--records", "bench/results/scheduling_trace.json"),
+    repeats=1,
+    needs=("scheduling_trace",),
+    notes=("One run: it reads the scheduling trace's replays and is deterministic; their seeds are its spread.",),
+    figures=(
+        Figure("jobs_scored", "shipped_default.jobs_scored", "jobs that waited 10 s or more", digits=0),
+        *_estimate_errors("shipped_default", "shipped default (no trainerStatus)"),
+        *_estimate_errors("true_run_time", "true run time (trainerStatus)"),
+    ),
+)
+
+BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES,)
 
 BY_NAME = {bench.name: bench for bench in BENCHES}
 

@@ -74,7 +74,12 @@ def run(names: Optional[List[str]] = typer.Argument(None, help="Benches to run (
     root = repo_root()
     results_dir = out or (root / (QUICK_RESULTS if quick else RESULTS))
     missed: list[str] = []
+    current = _documents(root)
     for bench in chosen:
+        if run_all and (lacking := [n for n in bench.needs if not bench_docs.is_current(current.get(n))]):
+            typer.echo(f"[bench {bench.name}] skipped: it reads the results of {', '.join(lacking)}, which have no "
+                       f"current run (`trainyard bench run {lacking[0]}`)")
+            continue
         document = run_bench(bench, root, results_dir, repeats=repeats, quick=quick, echo=typer.echo)
         missed += missed_targets(document)
         typer.echo(f"[bench {bench.name}] wrote {results_dir / (bench.name + '.json')}")
