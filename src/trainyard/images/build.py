@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainyard.images import oci
-from trainyard.images.logrun import run_to_log
+from trainyard.images.logrun import reporting_steps, run_to_log
 from trainyard.images.debian import DEBIAN_MIRROR, DEBIAN_SUITE, debootstrap, ensure_host_packages
 from trainyard.paths import cache_dir, repo_root
 
@@ -280,11 +280,14 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
     log = cache_dir() / "logs" / f"image-{recipe.name}-{recipe.tag}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# building {recipe.ref}\n")
-    echo(f"building image {recipe.ref} (log {log})")
+    last = last_build_file(recipe.name)
+    typical = float(last.read_text()) if last.is_file() else None
+    echo(f"building image {recipe.ref} (log {log})" + (f"; the last build took {typical:.0f} s" if typical else ""))
     started = time.monotonic()
     rootfs = directory / "rootfs"
     try:
-        recipe.build_rootfs(rootfs, log)
+        with reporting_steps(f"image {recipe.name}", echo, typical):
+            recipe.build_rootfs(rootfs, log)
         record = oci.write_layout(rootfs, directory / "layout", [recipe.ref, recipe.alias], dict(recipe.env),
                                   list(recipe.cmd), user=recipe.user)
     except BaseException:
@@ -294,11 +297,17 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
         shutil.rmtree(rootfs, ignore_errors=True)
     record.update(seconds=round(time.monotonic() - started, 1), layout=str(directory / "layout"))
     (directory / "image.json").write_text(json.dumps(record, indent=2))
+    last.write_text(f"{record['seconds']}\n")
     for older in directory.parent.glob(f"{recipe.name}-*"):  # earlier builds of this image: gigabytes each
         if older != directory:
             shutil.rmtree(older, ignore_errors=True)
     echo(f"built {recipe.ref} in {record['seconds']:.0f}s ({record['size'] / 2**30:.2f} GiB)")
     return record
+
+
+def last_build_file(name: str) -> Path:
+    """How long the last build of image `name` took (kept beside the images: a build replaces its older ones)."""
+    return cache_dir() / "images" / f"{name}.last-build-seconds"
 
 
 def build_images(names: tuple[str, ...] = NODE_IMAGES, echo: Callable[[str], None] = lambda _: None) -> dict[str, dict]:
