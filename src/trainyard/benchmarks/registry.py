@@ -305,7 +305,29 @@ ESTIMATES = Bench(
     ),
 )
 
-BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES,)
+CALIBRATION = Bench(
+    name="model_calibration",
+    script="bench/model_calibration.py",
+    measures="trainyard's model of vc-scheduler (behind `platform whatif` and the start estimates) against the real "
+             "scheduler: each real replay of the scheduling trace replayed on the model, allocation, goodput and each "
+             "tenant's share compared in points; the worst errors over the seeds the model was not calibrated on.",
+    args=("--records", "bench/results/scheduling_trace.json"),
+    quick_args=("--records", "bench/results/scheduling_trace.json", "--tie-seeds", "2"),
+    repeats=1,
+    needs=("scheduling_trace",),
+    notes=("One run: the model is deterministic per tie-break seed (five, averaged); the real replays' seeds are its "
+           "spread.",),
+    figures=(
+        Figure("allocation_error", "max_allocation_error_points", "worst allocation error, out of sample",
+               unit="points", digits=1, target=Target("<=", 3)),
+        Figure("goodput_error", "max_goodput_error_points", "worst goodput error, out of sample", unit="points",
+               digits=1),
+        Figure("share_error", "max_share_error_points", "worst tenant share error, out of sample", unit="points",
+               digits=1, target=Target("<=", 3)),
+    ),
+)
+
+BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES, CALIBRATION)
 
 BY_NAME = {bench.name: bench for bench in BENCHES}
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from trainyard.benchmarks.aggregate import missed_targets
+from trainyard.benchmarks.aggregate import FORMAT, missed_targets
 from trainyard.benchmarks.registry import BENCHES
 from trainyard.benchmarks.runner import run_bench
 from trainyard.cli.main import app
@@ -15,6 +15,11 @@ from trainyard.paths import repo_root
 
 @pytest.mark.parametrize("bench", [b for b in BENCHES if b.quick_args is not None], ids=lambda b: b.name)
 def test_reduced_run_keeps_every_target(bench, tmp_path):
+    """A bench reading another's results (the model against the real scheduler's replays) needs them current:
+    the results files are part of the repository, so a missing one fails here rather than skipping."""
+    for needed in bench.needs:
+        document = json.loads((repo_root() / "bench" / "results" / f"{needed}.json").read_text())
+        assert document.get("format") == FORMAT and not document.get("quick"), f"rerun `trainyard bench run {needed}`"
     document = run_bench(bench, repo_root(), tmp_path, quick=True, echo=lambda _: None)
     assert document["exit_codes"] == [0], document["runs"]
     assert missed_targets(document) == []
