@@ -5,6 +5,7 @@ out; `trainyard bench docs` reads and writes the files, `--check` fails when one
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from trainyard.benchmarks.aggregate import FORMAT
 from trainyard.benchmarks.registry import BENCHES, Bench, Figure, Target, bench_named
@@ -41,9 +42,9 @@ def _target(target: Target, figure: Figure) -> str:
     return f"{target.op} {number(target.value, figure)}"
 
 
-def is_current(document: dict | None) -> bool:
+def is_current(document: dict | None) -> TypeGuard[dict]:
     """Written by `trainyard bench run` as a full run (quick runs are never quoted)."""
-    return bool(document) and document.get("format") == FORMAT and not document.get("quick")
+    return document is not None and document.get("format") == FORMAT and not document.get("quick")
 
 
 def bench_section(bench: Bench, document: dict | None) -> str:

@@ -135,7 +135,6 @@ BENCHES: tuple[Bench, ...] = (
     ),
 )
 
-PERCENT = dict(unit="%", scale=100.0)
 
 
 def _per_tenant(profile: str) -> tuple[Figure, ...]:
@@ -187,10 +186,10 @@ LONG_BENCHES: tuple[Bench, ...] = (
         long=True,
         minutes=15.0,
         figures=(
-            Figure("allocation", "gang.allocation_while_saturated", "GPU allocation while saturated", **PERCENT,
+            Figure("allocation", "gang.allocation_while_saturated", "GPU allocation while saturated", unit="%", scale=100.0,
                    target=Target(">=", 0.9)),
-            Figure("goodput", "gang.goodput_while_saturated", "goodput while saturated (work kept)", **PERCENT),
-            Figure("evicted_share", "gang.evicted_share", "GPU-seconds held by pods evicted (work lost)", **PERCENT),
+            Figure("goodput", "gang.goodput_while_saturated", "goodput while saturated (work kept)", unit="%", scale=100.0),
+            Figure("evicted_share", "gang.evicted_share", "GPU-seconds held by pods evicted (work lost)", unit="%", scale=100.0),
             Figure("partial_gangs", "gang.partial_gangs#", "partial gangs", digits=0, target=ZERO),
             Figure("beyond_tier", "gang.topology.beyond_allowed_tier#", "gangs beyond their hard topology tier",
                    digits=0, target=ZERO),
@@ -209,7 +208,7 @@ LONG_BENCHES: tuple[Bench, ...] = (
         long=True,
         minutes=12.0,
         figures=(
-            Figure("agreement", "agreement", "verdicts that then happened", **PERCENT, target=Target(">=", 0.99)),
+            Figure("agreement", "agreement", "verdicts that then happened", unit="%", scale=100.0, target=Target(">=", 0.99)),
             Figure("disagreements", "disagreements#", "disagreements", digits=0),
             Figure("cases", "cases", "TrainJobs per run", digits=0),
             Figure("window", "start_window_seconds", "window a waiting job is given once room is made", unit="s",
@@ -227,7 +226,7 @@ LONG_BENCHES: tuple[Bench, ...] = (
         minutes=15.0,
         figures=(
             Figure("worst_difference", "worst_relative_difference", "worst relative difference of a figure",
-                   **PERCENT, digits=2, target=Target("<=", 0.02)),
+                   unit="%", scale=100.0, digits=2, target=Target("<=", 0.02)),
             Figure("jain_index", "jain_index", "Jain's fairness index", digits=3),
         ),
     ),
@@ -283,8 +282,8 @@ def _estimate_errors(mode: str, words: str) -> tuple[Figure, ...]:
                    digits=0),
             Figure(f"{mode}_p90_s", f"{mode}.p90_error_s", f"{words}: absolute error, p90", unit="s", digits=0),
             Figure(f"{mode}_median_share", f"{mode}.median_error_share", f"{words}: error / real wait, median",
-                   **PERCENT, digits=0),
-            Figure(f"{mode}_p90_share", f"{mode}.p90_error_share", f"{words}: error / real wait, p90", **PERCENT,
+                   unit="%", scale=100.0, digits=0),
+            Figure(f"{mode}_p90_share", f"{mode}.p90_error_share", f"{words}: error / real wait, p90", unit="%", scale=100.0,
                    digits=0))
 
 

@@ -18,7 +18,7 @@ from trainyard.benchmarks.registry import Bench
 
 def script_command(bench: Bench, repeat: int, out_dir: Path, *, quick: bool, python: str = sys.executable) -> list[str]:
     args = bench.quick_args if quick else bench.args
-    if quick and args is None:
+    if args is None:
         raise ValueError(f"bench {bench.name} has no reduced run")
     seed = str(bench.seeds[repeat % len(bench.seeds)]) if bench.seeds else str(repeat)
     repeat_args = [a.replace("{repeat}", str(repeat)).replace("{seed}", seed) for a in bench.repeat_args]
