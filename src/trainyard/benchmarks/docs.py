@@ -79,7 +79,8 @@ def benchmarks_page(documents: dict[str, dict | None]) -> str:
             "`make bench` reruns the benches that take under 15 minutes a run (`trainyard bench run --all`); a long "
             "one runs alone with `make bench NAME=<bench>` or `trainyard bench run <bench>`. `trainyard bench list` "
             "shows them all.", ""]
-    return "\n".join(head) + "\n".join(bench_section(b, documents.get(b.name)) + "\n" for b in BENCHES).rstrip() + "\n"
+    sections = [bench_section(b, documents.get(b.name)).strip() for b in BENCHES]
+    return "\n".join(head).strip() + "\n\n" + "\n\n".join(sections) + "\n"
 
 
 def quoted(documents: dict[str, dict | None], bench_name: str, key: str) -> str:
