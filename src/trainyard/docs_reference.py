@@ -204,7 +204,7 @@ def default_text(f: dataclasses.Field) -> str:
         return str(f.metadata[DEFAULT_TEXT])
     if not has_default(f):
         return "required"
-    value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+    value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
     if dataclasses.is_dataclass(value) or value is None:
         return ""
     if isinstance(value, bool):
