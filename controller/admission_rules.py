@@ -40,8 +40,8 @@ _AT_CREATE = "; checked at create"
 ADMISSION_RULES: tuple[AdmissionRule, ...] = (
     # ---- the referenced runtime
     AdmissionRule("runtime-kind", TRAINJOB, "spec.runtimeRef",
-                  "a runtimeRef other than kind TrainingRuntime or ClusterTrainingRuntime of trainer.kubeflow.org",
-                  "set runtimeRef.kind to TrainingRuntime or ClusterTrainingRuntime and apiGroup trainer.kubeflow.org",
+                  f"a runtimeRef other than kind TrainingRuntime or ClusterTrainingRuntime of {K.TRAINER_GROUP}",
+                  f"set runtimeRef.kind to TrainingRuntime or ClusterTrainingRuntime and apiGroup {K.TRAINER_GROUP}",
                   "unsupported runtime"),
     AdmissionRule("runtime-missing", TRAINJOB, "spec.runtimeRef",
                   "a runtime that does not exist (a TrainingRuntime in the TrainJob's namespace, or a "
