@@ -17,7 +17,7 @@ from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.queues.volcano_queues import QueueSpec
-from trainyard.field_markers import DERIVED, stack_key
+from trainyard.field_markers import DERIVED, described_default, stack_key
 from trainyard.runtimes.model import CatalogTenant
 
 NAMESPACE = "trainyard"
@@ -32,10 +32,15 @@ class ClusterCapacity:
     """What the cluster declares it has; queue capabilities may not promise more."""
 
     nodes: int
+    """GPU nodes the cluster has."""
     gpus_per_node: int
+    """nvidia.com/gpu capacity of each node."""
     cpu_per_node: Quantity
+    """Allocatable CPU of each node."""
     memory_per_node: Quantity
+    """Allocatable memory of each node."""
     gpu_product: str | None = None
+    """The nodes' nvidia.com/gpu.product label (informational)."""
 
     def totals(self) -> dict[str, Fraction]:
         per_node = {"cpu": quantity(self.cpu_per_node), "memory": quantity(self.memory_per_node),
@@ -48,9 +53,13 @@ class TenantQuota:
     """Namespace ResourceQuota hard limits; the queue capability defaults to these."""
 
     cpu: Quantity
+    """ResourceQuota hard limit on the namespace's CPU requests."""
     memory: Quantity
+    """ResourceQuota hard limit on the namespace's memory requests."""
     gpu: int
+    """ResourceQuota hard limit on the namespace's GPU requests (0: a CPU-only tenant)."""
     train_jobs: int = 100
+    """The most TrainJobs the namespace may hold (an object-count quota)."""
 
     def as_resources(self) -> dict[str, object]:
         return {"cpu": self.cpu, "memory": self.memory, GPU: self.gpu}
@@ -62,12 +71,15 @@ class TenantLimits:
     so a pod without them cannot take a node's memory or disk."""
 
     default_cpu: str = "1"
+    """The CPU request of a container that states none (LimitRange)."""
     default_memory: str = "4Gi"
+    """The memory request of a container that states none (LimitRange)."""
     default_ephemeral_storage: str = "1Gi"
     """The ephemeral-storage request of a container that states none (else the API server would take its limit)."""
     default_memory_limit: str = "64Gi"
     """The memory limit of a container that states none (or its request, when larger): `platform.pod_defaults`."""
     default_ephemeral_storage_limit: str = "50Gi"
+    """The ephemeral-storage limit of a container that states none."""
     default_empty_dir_size_limit: str = "16Gi"
     """The sizeLimit of an emptyDir that states none (memory-backed ones too: tmpfs sized by it)."""
     max_termination_grace_period_seconds: int = DEFAULT_MAX_GRACE_SECONDS
@@ -79,8 +91,10 @@ class TenantLimits:
 class TenantGroups:
     """Groups bound to the tenant's admin and user roles; unset, `<tenant>-admins` and `<tenant>-users`."""
 
-    admins: tuple[str, ...]
-    users: tuple[str, ...]
+    admins: tuple[str, ...] = field(metadata=described_default("`<tenant>-admins`"))
+    """Groups bound to the role trainyard-tenant-admin."""
+    users: tuple[str, ...] = field(metadata=described_default("`<tenant>-users`"))
+    """Groups bound to the role trainyard-tenant-user."""
 
     @classmethod
     def defaults_for(cls, tenant: str) -> "TenantGroups":
@@ -94,9 +108,13 @@ class TenantBudget:
     or gives its new TrainJobs the class `demote_to`, until the next period begins."""
 
     gpu_hours: float
+    """GPU-hours the tenant may use per period."""
     action: str
+    """What happens at 100 %: `closeQueue` or `demotePriority`."""
     period: str = "monthly"
+    """`weekly` (from Monday) or `monthly` (from the 1st), UTC."""
     demote_to: str | None = None
+    """With `demotePriority`: the declared class, below the tenant's default, new TrainJobs get."""
 
     def as_annotation(self) -> dict:
         return {"gpuHours": self.gpu_hours, "period": self.period, "action": self.action,
@@ -112,18 +130,29 @@ class TenantNetworkPolicy:
 @dataclass(frozen=True)
 class TenantSpec:
     name: str
-    namespace: str
-    """Unset, the tenant's name."""
+    """The tenant's name; the defaults of its namespace and groups derive from it."""
+    namespace: str = field(metadata=described_default("the tenant's name"))
+    """The tenant's namespace."""
     catalog_version: str
+    """The runtime catalog release the namespace pins: its TrainingRuntimes are that release's."""
     queue: QueueSpec
+    """The tenant's Volcano queue (its TrainJobs always land there)."""
     quota: TenantQuota
+    """The namespace's ResourceQuota."""
     default_priority_class: str | None = None
+    """The priority class of pods that name none."""
     priority_classes: tuple[str, ...] = ()
+    """The priority classes a TrainJob of the tenant may select (label `trainyard.dev/priority-class`)."""
     limits: TenantLimits = TenantLimits()
+    """The namespace's LimitRange defaults and the limits its pods must keep."""
     groups: TenantGroups = TenantGroups((), ())
+    """Groups bound to the tenant's admin and user roles in its namespace."""
     pod_security: str | None = None
+    """The namespace's Pod Security level; unset, policies.podSecurity."""
     network_policy: TenantNetworkPolicy = TenantNetworkPolicy()
+    """The namespace's NetworkPolicy."""
     budget: TenantBudget | None = None
+    """A GPU-hour budget the controller enforces; unset, none."""
     service_accounts: tuple[str, ...] = ()
     """ServiceAccounts of the namespace (besides `default`) a TrainJob's pods may run as: a TrainJob names one
     through its runtime, runtimePatches or podTemplateOverrides, and admission refuses any other, so a tenant
@@ -150,9 +179,11 @@ class WebhookSpec:
     """URL mode points the API server at a local process (the local stack); service mode at the Deployment."""
 
     url: str | None = None
+    """URL mode: the address the API server calls the webhook at (https); unset, service mode."""
     ca_bundle_file: str | None = None
     """PEM CA that signed the webhook's serving cert (URL mode; the local cluster writes one)."""
     failure_policy: str = "Fail"
+    """The webhook's failurePolicy: `Fail` refuses TrainJobs while the webhook does not answer."""
     certificate: str | None = None
     """Service mode only: where the serving certificate (Secret trainyard-webhook-cert) comes from, one of
     WEBHOOK_CERTIFICATE_SOURCES. No default: a wrong guess refuses every TrainJob (failurePolicy Fail)."""
@@ -173,12 +204,15 @@ WEBHOOK_CERTIFICATE_SOURCES = {
 @dataclass(frozen=True)
 class ControllerSpec:
     namespace: str = "trainyard-system"
+    """Namespace of the controller's Deployment, Service and lease."""
     image: str = "ghcr.io/trainyard/controller:0.1.0"
+    """The controller's image (in-cluster controllers only)."""
     replicas: int = 2
-    # Where the Kubeflow SDK looks for `kubeflow-trainer-public` (its KUBEFLOW_SYSTEM_NAMESPACE default).
+    """Controller replicas; one holds the lease and writes."""
     sdk_namespace: str = "kubeflow-system"
-    # `trainyard controller run --feature-gates`, e.g. "TrainJobStatus=true" (upstream's alpha status server).
+    """Where the Kubeflow SDK looks for the `kubeflow-trainer-public` ConfigMap (its KUBEFLOW_SYSTEM_NAMESPACE default)."""
     feature_gates: str = ""
+    """`trainyard controller run --feature-gates`, e.g. `TrainJobStatus=true` (upstream's alpha status server)."""
     prometheus_url: str = ""
     """The platform's Prometheus (`trainyard controller run --prometheus`), which the budget loop reads tenants'
     GPU-hours from; tenant budgets need it (the local stack's controller is given the local cluster's)."""
@@ -200,6 +234,7 @@ class ControllerSpec:
     released after this long: its PodGroup deleted, its JobSet suspended until the queue admits it again (0: never).
     Refusals that cannot pass (Pod Security, LimitRange, an unknown ServiceAccount) fail the TrainJob at once."""
     webhook: WebhookSpec = WebhookSpec()
+    """How the API server reaches the admission webhook."""
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)
     status_port: int = field(default=10443, metadata=DERIVED)
@@ -219,17 +254,25 @@ class UpstreamSpec:
     """Images of the pinned upstream controllers (ignored when controllers run locally)."""
 
     jobset_image: str = "registry.k8s.io/jobset/jobset:v0.12.0"
+    """The JobSet controller's image."""
     volcano_registry: str = "docker.io"
+    """Registry of the Volcano images."""
     volcano_tag: str = "v1.14.1"
+    """Tag of the Volcano images."""
 
 
 @dataclass(frozen=True)
 class PolicySpec:
     pod_security: str = "baseline"
+    """Pod Security level of tenant namespaces (`privileged`, `baseline`, `restricted`)."""
     default_deny_network: bool = False
+    """Give every tenant namespace a default-deny NetworkPolicy."""
     protect_crds: bool = True
+    """Pulumi protects the CRDs: `pulumi destroy` refuses to delete them."""
     retain_crds: bool = True  # `pulumi destroy` leaves CRDs (and so users' TrainJobs); false to delete them
+    """`pulumi destroy` leaves the CRDs, and so users' TrainJobs; false deletes them."""
     require_image_digest: bool = False
+    """Refuse a controller image not pinned by digest (`image@sha256:...`)."""
     refuse_quota_oversubscription: bool = False
     """Tenant quotas summing above the declared cluster are a warning by default (quota is a ceiling, not a
     reservation); true makes them an error."""
@@ -241,16 +284,27 @@ class StackConfig:
 
     file: str = field(metadata=DERIVED)
     kubeconfig: str | None = None
+    """Path of the kubeconfig for this stack (the local stack uses `trainyard cluster kubeconfig`)."""
     kube_context: str | None = None
+    """Context inside the kubeconfig; also the provider's clusterIdentifier."""
     controllers_run_locally: bool = False
+    """JobSet, Volcano and trainyard controllers run as local processes (`trainyard cluster up`); no Deployments."""
     adopt_existing_objects: bool = False
+    """Adopt objects that already exist (the local cluster pre-applies CRDs and webhook registrations)."""
     cluster: ClusterCapacity
+    """The declared capacity."""
     topology: TopologySpec = TopologySpec()
+    """The HyperNode tree (racks and spines) for network-topology-aware scheduling."""
     scheduler: SchedulerSettings = SchedulerSettings()
     priority_classes: tuple[PriorityClassSpec, ...] = ()
+    """PriorityClasses the platform creates; tenants are granted some of them."""
     parent_queues: tuple[QueueSpec, ...] = field(default=(), metadata=stack_key("queues"))
     """Parent queues for hierarchical tenants (capacity plugin only)."""
     controller: ControllerSpec = ControllerSpec()
+    """The TrainJob controller."""
     upstream: UpstreamSpec = UpstreamSpec()
+    """Images of the upstream controllers (in-cluster controllers only)."""
     policies: PolicySpec = PolicySpec()
+    """Platform-wide policies."""
     tenants: tuple[TenantSpec, ...] = ()
+    """One entry per tenant: its namespace, queue, quota, catalog release, groups and limits."""

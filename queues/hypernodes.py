@@ -20,7 +20,9 @@ RACK_TIER, SPINE_TIER = 1, 2
 @dataclass(frozen=True)
 class RackSpec:
     name: str
+    """The rack's HyperNode name (and its label value on the nodes)."""
     spine: str = "spine-0"
+    """The spine HyperNode the rack belongs to."""
     nodes: tuple[str, ...] = ()
     """Exact node names; empty means "nodes labelled <rackLabel>=<name>"."""
 
@@ -28,7 +30,9 @@ class RackSpec:
 @dataclass(frozen=True)
 class TopologySpec:
     rack_label: str = RACK_LABEL
+    """The node label that names a node's rack."""
     racks: tuple[RackSpec, ...] = field(default_factory=tuple)
+    """The racks; none, no HyperNodes."""
 
 
 def _hypernode(name: str, tier: int, tier_name: str, members: list[dict]) -> dict:

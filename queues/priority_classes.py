@@ -15,10 +15,15 @@ PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 @dataclass(frozen=True)
 class PriorityClassSpec:
     name: str
+    """The PriorityClass name."""
     value: int
+    """Its priority value (higher runs first)."""
     description: str = ""
+    """Its description; unset, `trainyard priority <name>`."""
     preemption_policy: str = "PreemptLowerPriority"
+    """`PreemptLowerPriority` or `Never`."""
     global_default: bool = False
+    """The class of pods that name none, cluster-wide."""
 
 
 def render_priority_class(spec: PriorityClassSpec) -> dict:

@@ -35,11 +35,16 @@ class SchedulerSettings:
     """The stack's `scheduler:` keys (fields marked DERIVED are set by the program, not the stack)."""
 
     profile: str = "gang"
+    """`gang` or `fair-share` (adds preempt and reclaim actions)."""
     queue_plugin: str = "proportion"
+    """`proportion` or `capacity` (elastic queues, hierarchy)."""
     gpu_resource: str = field(default=GPU_RESOURCE, metadata=DERIVED)
     binpack_weight: int = 10
+    """Weight of the binpack plugin (0 or more)."""
     gpu_binpack_weight: int = 10
+    """Weight of GPUs inside binpack."""
     topology_weight: int = 10
+    """Weight of network-topology-aware placement."""
     overcommit_factor: float | None = None
     """None: no `overcommit` plugin. A factor (>= 1.0) gates enqueue in the `gang` profile: a gang is
     admitted to its queue only while the admitted gangs' minResources fit factor x the cluster."""

@@ -19,13 +19,21 @@ RESERVED_QUEUES = ("root", "default")
 @dataclass(frozen=True)
 class QueueSpec:
     name: str
+    """The Volcano queue's name."""
     weight: int = 1
+    """Its share of the cluster relative to the other queues."""
     capability: Mapping[str, object] = field(default_factory=dict)
+    """The most the queue may hold; a tenant's queue defaults to its quota."""
     deserved: Mapping[str, object] = field(default_factory=dict)
+    """What the queue is entitled to; above it, it borrows."""
     guarantee: Mapping[str, object] = field(default_factory=dict)
+    """Resources reserved for the queue."""
     reclaimable: bool = True
+    """Whether other queues may reclaim what it borrowed."""
     parent: str | None = None
+    """The parent queue (hierarchical queues, capacity plugin only)."""
     priority: int | None = None
+    """The queue's priority among queues."""
 
 
 def ordering_problems(spec: QueueSpec) -> list[tuple[str, str, str]]:

@@ -15,3 +15,12 @@ DERIVED = {STACK_KEY: None}
 def stack_key(name: str) -> dict:
     """Field metadata for a key whose name is not the camelCase of the field's."""
     return {STACK_KEY: name}
+
+
+DEFAULT_TEXT = "default_text"
+"""The default of a key that has no single value in the model (the parser derives it), in words for the reference."""
+
+
+def described_default(text: str) -> dict:
+    """Field metadata for a key whose default the parser derives from other keys (`docs/reference/stack.md`)."""
+    return {DEFAULT_TEXT: text}

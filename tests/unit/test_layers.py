@@ -11,7 +11,7 @@ Lowest first (docs/architecture.md):
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
     apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job, pulumi_env,
-                scale_stack, benchkit}
+                scale_stack, benchkit, docs_reference}
     cli         trainyard.cli: the Typer commands
 
 Module names come from pyproject's `package-dir` (platform/ is `trainyard.platform`, ...); every import counts,
@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.whatif",
               "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit", "trainyard.benchmarks",
-              "trainyard.usage")),
+              "trainyard.usage", "trainyard.docs_reference")),
     ("cli", ("trainyard.cli",)),
 )
 SIDE_BY_SIDE = ("trainyard.controller.runtime", "trainyard.runtimes")

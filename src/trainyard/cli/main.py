@@ -18,6 +18,7 @@ def _register() -> None:
     from trainyard.cli.catalog import catalog_app
     from trainyard.cli.cluster import cluster_app, register_top_level
     from trainyard.cli.controller import controller_app
+    from trainyard.cli.docs import docs_app
     from trainyard.cli.jobs import register as register_jobs
     from trainyard.cli.platform import platform_app
     from trainyard.cli.tools import tools_app
@@ -29,6 +30,7 @@ def _register() -> None:
     app.add_typer(catalog_app, name="catalog")
     app.add_typer(controller_app, name="controller")
     app.add_typer(bench_app, name="bench")
+    app.add_typer(docs_app, name="docs")
     register_jobs(app)
     register_top_level(app)
     register_capacity(app)
