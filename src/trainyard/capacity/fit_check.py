@@ -7,6 +7,7 @@ from functools import cached_property
 
 from trainyard import k8s as K
 from trainyard.controller.build import build_objects
+from trainyard.toolchain.flux_templates import read_flux_templates
 from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
@@ -48,7 +49,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         return lines + [f"refused: runtime {ref.get('kind', 'ClusterTrainingRuntime')} {ref.get('name')} not found"], \
             EXIT_REFUSED
     try:
-        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns))
+        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns), flux_templates=read_flux_templates)
         gang = gang_from_objects(objects)
     except (ControllerError, ValueError) as err:
         return lines + [f"refused: the controller cannot build it: {err}"], EXIT_REFUSED
