@@ -38,7 +38,7 @@ from trainyard.controller.admission import admission_review_response
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
 from trainyard.controller.strict import strict_problems
-from trainyard.k8s_fields import pinned_job_fields
+from trainyard.toolchain.k8s_fields import pinned_job_fields
 from trainyard.platform.stack_validation import check_stack
 from trainyard.runtimes.model import Catalog, Release
 from trainyard.toolchain.flux_templates import read_flux_templates

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How right are the start estimates (`trainyard.whatif.estimate`)? Checked on a real replay of the scheduling
+"""How right are the start estimates (`trainyard.scheduling.estimate`)? Checked on a real replay of the scheduling
 trace (bench/scheduling_trace.py's pod records, by default the shipped `gang` profile in
 bench/results/scheduling_trace.json): one second after each job was submitted, the cluster's state at that moment
 (the pods then running, each with the time it really had left, as `trainerStatus` would report it; the jobs then
@@ -22,10 +22,10 @@ from pathlib import Path
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard import k8s as K
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.schedtrace.trace import Tenant, generate
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy
+from trainyard.scheduling.trace import Tenant, generate
 from trainyard.stats import percentile
-from trainyard.whatif.estimate import PendingGang, RunningGang, estimate_starts, remaining_time
+from trainyard.scheduling.estimate import PendingGang, RunningGang, estimate_starts, remaining_time
 
 LOOK_AFTER_S = 1.0
 """The estimate is made this long after the job's submission (it is pending in the scheduler by then)."""

@@ -26,7 +26,7 @@ from .seed_topology import topology_warnings
 
 
 class JobFields(Protocol):
-    """The fields a Kubernetes version knows below a Job spec (`trainyard.k8s_fields.pinned_job_fields()`)."""
+    """The fields a Kubernetes version knows below a Job spec (`trainyard.toolchain.k8s_fields.pinned_job_fields()`)."""
 
     @property
     def version(self) -> str: ...

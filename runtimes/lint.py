@@ -95,7 +95,7 @@ def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     if not schema:
         return [Finding(f"CRD schema: no runtime CRD for kind {kind!r}", fix=f"use kind {CLUSTER_KIND}")]
     from trainyard.controller.strict import job_spec_unknown_fields
-    from trainyard.k8s_fields import pinned_job_fields
+    from trainyard.toolchain.k8s_fields import pinned_job_fields
 
     found: list[Problem] = [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD")
                             for problem in validate(runtime, schema)]

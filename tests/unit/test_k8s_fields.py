@@ -3,7 +3,7 @@
 import pytest
 
 from trainyard.controller.strict import job_spec_unknown_fields
-from trainyard.k8s_fields import MAP, build_index, field_index, pinned_job_fields, unknown_fields
+from trainyard.toolchain.k8s_fields import MAP, build_index, field_index, pinned_job_fields, unknown_fields
 
 from builders import runtime
 

@@ -4,14 +4,14 @@ Lowest first (docs/architecture.md):
 
     ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats,
                 tenant_policy}
-    toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index),
+    toolchain   trainyard.toolchain (pins, Go module cache, builds, the pinned OpenAPI index, Flux templates),
                 trainyard.images (container images built from pinned inputs, host packages)
     queues      trainyard.queues: Volcano scheduler configuration, queues, HyperNodes, priority classes
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
-    apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job, pulumi_env,
-                scale_stack, benchkit}
+    apps        trainyard.{scheduling, cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job,
+                pulumi_env, scale_stack, benchkit}
     cli         trainyard.cli: the Typer commands
 
 Module names come from pyproject's `package-dir` (platform/ is `trainyard.platform`, ...); every import counts,
@@ -19,6 +19,11 @@ at module level or inside a function, absolute or relative, and `importlib.impor
 with a literal name. A dynamic import of a computed name in the controller core or below is refused: no rule could
 check it. The controller core (trainyard.controller without its runtime) also stays pure: no I/O clients, no
 toolchain (`CORE_FORBIDS`), no file or environment reads; the runtime reads and hands it the data.
+
+Packages of one floor (trainyard.capacity, trainyard.schedtrace, ...) may import each other one way only: their
+import graph is acyclic. The pure scheduling model (cluster state as capacity, fairness, placement, reservation,
+reclaim, the vc-scheduler simulator, start estimates) is one package, trainyard.scheduling, that capacity,
+schedtrace and whatif use.
 
 Each rule is a function over a scanned tree (`scan_tree`), run on the real tree and on planted scratch trees.
 """
@@ -40,12 +45,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
                 "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
                 "trainyard.waiting", "trainyard.stats", "trainyard.profiles", "trainyard.tenant_policy")),
-    ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields", "trainyard.images")),
+    ("toolchain", ("trainyard.toolchain", "trainyard.images")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
-    ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.whatif",
+    ("apps", ("trainyard.scheduling", "trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace",
+              "trainyard.whatif",
               "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit",
               "trainyard.usage")),
@@ -55,7 +61,7 @@ SIDE_BY_SIDE = ("trainyard.controller.runtime", "trainyard.runtimes")
 """Two rooms on one floor: each may use the floors below, not the other."""
 CORE_FLOOR = 3
 CORE_FORBIDS = ("kubernetes", "pulumi", "pulumi_kubernetes", "http", "socket", "ssl", "threading", "subprocess",
-                "urllib", "typer", "trainyard.toolchain", "trainyard.images", "trainyard.k8s_fields")
+                "urllib", "typer", "trainyard.toolchain", "trainyard.images")
 """Modules the pure controller core never imports: I/O clients, and the toolchain floor, which reads pins, caches
 and built files (the runtime owns all I/O and hands the core what it read)."""
 
@@ -227,6 +233,18 @@ def unverifiable_imports(scans: dict[str, Scan]) -> list[str]:
             for line in scan.unverifiable]
 
 
+def sibling_cycles(scans: dict[str, Scan]) -> list[list[str]]:
+    """Cycles among the rooms of one floor (trainyard.capacity -> trainyard.schedtrace -> trainyard.capacity, even
+    through imports inside functions): siblings may use each other one way only."""
+    graph: dict[str, set[str]] = {}
+    for scan in scans.values():
+        for item in scan.imports:
+            source, target = layer_of(item.module), layer_of(item.target)
+            if source and target and source[0] == target[0] and source[1] != target[1]:
+                graph.setdefault(source[1], set()).add(target[1])
+    return strongly_connected(graph)
+
+
 @pytest.fixture(scope="module")
 def real_tree() -> dict[str, Scan]:
     return scan_tree()
@@ -256,6 +274,11 @@ def test_the_controller_core_does_no_io(real_tree):
 def test_every_import_below_the_runtime_names_its_module(real_tree):
     found = unverifiable_imports(real_tree)
     assert not found, "dynamic imports the layer rules cannot check:\n" + "\n".join(found)
+
+
+def test_no_cycle_between_packages_of_one_floor(real_tree):
+    cycles = sibling_cycles(real_tree)
+    assert not cycles, f"packages of one floor that import each other: {cycles}"
 
 
 def test_no_module_cycles(all_imports):
@@ -384,14 +407,22 @@ def test_a_file_or_environment_read_in_the_core_is_found(tmp_path, text):
 
 @pytest.mark.parametrize("text", [
     "from trainyard.toolchain.versions import tool\n",
-    "def f():\n    from trainyard.k8s_fields import field_index\n",
+    "def f():\n    from trainyard.toolchain.k8s_fields import field_index\n",
     "import trainyard.images.build\n",
     "import subprocess\n",
 ])
 def test_a_core_import_of_the_toolchain_or_an_io_client_is_found(tmp_path, text):
     tree = planted_tree(tmp_path, {"controller/plugins/planted.py": text, "src/trainyard/toolchain/versions.py": "",
-                                   "src/trainyard/k8s_fields.py": "", "src/trainyard/images/build.py": ""})
+                                   "src/trainyard/toolchain/k8s_fields.py": "", "src/trainyard/images/build.py": ""})
     assert len(core_io_imports(tree)) == 1, core_io_imports(tree)
+
+
+def test_a_cycle_between_sibling_packages_is_found_even_inside_a_function(tmp_path):
+    tree = planted_tree(tmp_path, {
+        "src/trainyard/capacity/fit.py": "from trainyard.schedtrace.model import simulate\n",
+        "src/trainyard/schedtrace/model.py": "def simulate():\n    from trainyard.capacity import fit\n",
+        "src/trainyard/whatif/run.py": "from trainyard.capacity import fit\n"})
+    assert sibling_cycles(tree) == [["trainyard.capacity", "trainyard.schedtrace"]]
 
 
 def test_the_cycle_check_finds_a_cycle():

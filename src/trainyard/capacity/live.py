@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
-from trainyard.capacity.reservation import waiting_gpus
+from trainyard.scheduling.cluster_state import GPU, Node, nodes_from, queue_uses, weight_shares
+from trainyard.scheduling.reservation import waiting_gpus
 from trainyard.controller import constants as C
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError

@@ -18,7 +18,7 @@ import yaml
 
 from trainyard import yaml_input
 from trainyard.errors import TrainyardError
-from trainyard.k8s_fields import pinned_job_fields
+from trainyard.toolchain.k8s_fields import pinned_job_fields
 from trainyard.timestamps import now_time
 from trainyard.toolchain.flux_templates import read_flux_templates
 
