@@ -111,7 +111,7 @@ def cases() -> list[Case]:
         stack_case("stack rules", "empty user name", local.replace("users: [team-a-users]", 'users: [team-a-users, ""]', 1)),
         stack_case("stack rules", "controllersRunLocally in prod",
                    with_config_line(prod, 'trainyard:controllersRunLocally: "true"')),
-        # Below a replicated job's Job spec: checked against the pinned Kubernetes OpenAPI (trainyard.k8s_fields).
+        # Below a replicated job's Job spec: checked against the pinned Kubernetes OpenAPI (trainyard.toolchain.k8s_fields).
         Case("pod spec typo", "schedulerNamee in a runtime's pod spec", runtime_with_typo(),
              ("validate", "{file}", "--runtime", "{file}")),
         trainjob_case("pod spec typo", "schedulerNamee in podTemplateOverrides", TRAINJOB

@@ -39,8 +39,10 @@ from trainyard.controller.admission import admission_review_response
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
 from trainyard.controller.strict import strict_problems
+from trainyard.toolchain.k8s_fields import pinned_job_fields
 from trainyard.platform.stack_validation import check_stack
 from trainyard.runtimes.model import Catalog, Release
+from trainyard.toolchain.flux_templates import read_flux_templates
 
 # ---- what a clear message is --------------------------------------------------------------------
 
@@ -209,8 +211,10 @@ def check_pair(trainjob: dict, runtime: dict, tally: Tally) -> None:
     tally.generated += 1
     try:
         lookup = lambda kind, name, namespace=None: runtime if kind in ("ClusterTrainingRuntime", "TrainingRuntime") else None  # noqa: E731
-        responses = [admission_review_response(_review(runtime, str(runtime.get("kind"))), lookup)["response"],
-                     admission_review_response(_review(trainjob, "TrainJob"), lookup)["response"]]
+        responses = [admission_review_response(_review(runtime, str(runtime.get("kind"))), lookup,
+                                               flux_templates=read_flux_templates)["response"],
+                     admission_review_response(_review(trainjob, "TrainJob"), lookup,
+                                               flux_templates=read_flux_templates)["response"]]
         if all(r["allowed"] for r in responses):
             tally.admitted += 1
         else:
@@ -218,7 +222,7 @@ def check_pair(trainjob: dict, runtime: dict, tally: Tally) -> None:
             for response in responses:
                 if not response["allowed"] and (why := unclear(response["status"]["message"])):
                     tally.fail(tally.unclear, why, f"admission: {response['status']['message'][:300]}")
-        found = strict_problems(trainjob, runtime)
+        found = strict_problems(trainjob, runtime, job_fields=pinned_job_fields())
         for error in found["unknown"] + found["errors"]:
             if why := unclear(error):
                 tally.fail(tally.unclear, why, f"strict: {str(error)[:300]}")
@@ -226,7 +230,7 @@ def check_pair(trainjob: dict, runtime: dict, tally: Tally) -> None:
         tally.fail(tally.unexpected, f"admission {type(err).__name__}", traceback.format_exc(limit=4))
         return
     try:
-        build_objects(trainjob, runtime, key_generator=lambda: (b"k", b"p"))
+        build_objects(trainjob, runtime, key_generator=lambda: (b"k", b"p"), flux_templates=read_flux_templates)
         tally.built += 1
     except ControllerError as err:
         tally.build_refused += 1

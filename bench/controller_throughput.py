@@ -31,6 +31,7 @@ from trainyard.cluster.spec import ClusterSpec
 from trainyard.controller.build import build_objects
 from trainyard.stats import percentile
 from trainyard.toolchain.build import ensure_built
+from trainyard.toolchain.flux_templates import read_flux_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = {
@@ -116,7 +117,7 @@ def bench_render(iterations: int = 300) -> dict:
     objects = 0
     started = time.perf_counter()
     for _ in range(iterations):
-        objects += len(build_objects(tj, rt))
+        objects += len(build_objects(tj, rt, flux_templates=read_flux_templates))
     in_process = objects / (time.perf_counter() - started)
     cli_runs = 5
     started = time.perf_counter()

@@ -26,7 +26,7 @@ from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.schedtrace import summary
 from trainyard.schedtrace.replay import Replay
-from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
+from trainyard.scheduling.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
 from trainyard.toolchain.build import ensure_built
 from trainyard.usage import fairness_audit
 from trainyard.usage.prometheus import Prometheus, read_record

@@ -24,7 +24,7 @@ from start_estimates import CALIBRATION_SEEDS
 from trainyard import k8s as K
 from trainyard.benchkit import finish_record, run_record
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
-from trainyard.schedtrace.trace import Tenant, generate
+from trainyard.scheduling.trace import Tenant, generate
 
 
 def real_runs(document: dict) -> list[dict]:

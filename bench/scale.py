@@ -8,7 +8,7 @@ Phase `pulumi` (issue 21, part 2; targets in brackets):
 - a one-tenant change (a queue weight): its preview, then its apply as `trainyard platform up` runs it (`pulumi
   up`, then the refresh of the adoptable objects it touched) [<= 60 s]; then a preview checked to be empty.
 
-Phase `controller`, on the same cluster and tenants: a seeded trace (`trainyard.schedtrace.trace`: single pods of
+Phase `controller`, on the same cluster and tenants: a seeded trace (`trainyard.scheduling.trace`: single pods of
 1-8 GPUs and gangs of 2-8 pods x 8 GPUs, log-normal durations) of `--jobs` TrainJobs arriving over a simulated hour,
 played in `--span` seconds (arrivals and durations scaled alike; kwok completes each pod after its duration). Each
 TrainJob is what a data scientist submits to the platform: the tenant's catalog runtime `torch-distributed-gpu`,
@@ -53,7 +53,7 @@ from trainyard.cluster.trainer_controllers import PROCESS
 from trainyard.profiles import parse_collapsed, top_as_json
 from trainyard.scale_stack import WEIGHTS, scale_stack_document, tenant_name, with_tenant_weight
 from trainyard.schedtrace import objects
-from trainyard.schedtrace.trace import Tenant, TraceJob, generate
+from trainyard.scheduling.trace import Tenant, TraceJob, generate
 from trainyard.stats import histogram_quantile, percentile
 from trainyard.timestamps import utc_now
 from trainyard.toolchain.build import ensure_built

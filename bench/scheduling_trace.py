@@ -2,7 +2,7 @@
 """Trace-driven GPU scheduling benchmark; prints figures, asserts nothing.
 
 On a local cluster of simulated GPU nodes (default 64 x 8 GPUs, 8 racks under 2 spines) it replays one
-seeded trace (`trainyard.schedtrace.trace`: single-pod jobs of 1/2/4/8 GPUs and gangs of 2-8 pods x 8
+seeded trace (`trainyard.scheduling.trace`: single-pod jobs of 1/2/4/8 GPUs and gangs of 2-8 pods x 8
 GPUs from three tenants whose queues weigh 4:2:1, arriving over time at 1.5x the cluster's capacity,
 log-normal durations) once per scheduler profile: trainyard's generated Volcano configurations (`gang`, the
 default; `gang-overcommit`, the gang profile with the enqueue gate it had before; `fair-share`) and the
@@ -23,7 +23,7 @@ Usage: .venv/bin/python bench/scheduling_trace.py [--seed 12] [--jobs 150] [--du
        each queue's fair share of current demand under Kueue's final-share rule; gang-capacity-reclaim-kueue-hold:
        the same under Kueue's two fair-sharing rules in order, final share then initial share; -hold: the freed
        nodes tainted for the gang)
-       [--model SEEDS [--calibrate JSON ...]]: no cluster, the profiles on `trainyard.schedtrace.model` (seconds per run),
+       [--model SEEDS [--calibrate JSON ...]]: no cluster, the profiles on `trainyard.scheduling.simulator` (seconds per run),
        beside the real runs of JSON
 It starts its own cluster (trainyard-trace, ports from 29600) and stops it afterwards unless --keep.
 """
@@ -36,7 +36,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainyard.capacity import live, reclaim
+from trainyard.capacity import live
+from trainyard.scheduling import reclaim
 from trainyard.capacity.reclaimer import Reclaimer
 from trainyard.capacity.reserver import Reserver
 from trainyard.cluster import local
@@ -44,11 +45,11 @@ from trainyard import k8s as K
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard.queues.scheduler_config import SchedulerSettings
 from trainyard.schedtrace import summary
-from trainyard.schedtrace.metrics import PodRecord
-from trainyard.schedtrace.model import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy, simulate
+from trainyard.scheduling.records import PodRecord
+from trainyard.scheduling.simulator import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy, simulate
 from trainyard.schedtrace.objects import KUBE_SCHEDULER, weighted_deserved
 from trainyard.schedtrace.replay import Replay
-from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
+from trainyard.scheduling.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
 from trainyard.toolchain.build import ensure_built
 
 # trainyard's generated Volcano configurations (gang-overcommit: the gang profile before the trace showed its
@@ -105,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     parser.add_argument("--model", type=int, metavar="SEEDS", help="no cluster: replay the profiles on trainyard's "
-                        "model of vc-scheduler (`trainyard.schedtrace.model`) with this many seeds each")
+                        "model of vc-scheduler (`trainyard.scheduling.simulator`) with this many seeds each")
     parser.add_argument("--calibrate", type=Path, metavar="JSON", action="append", default=[],
                         help="with --model: compare with the real replays of earlier scheduling_trace.json files (same "
                         "seed and options), profile by profile; repeat it for several files")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How right are the start estimates (`trainyard.whatif.estimate`)? Scored on the real replays of the scheduling
+"""How right are the start estimates (`trainyard.scheduling.estimate`)? Scored on the real replays of the scheduling
 trace (`trainyard bench run scheduling_trace`: pod records of the shipped `gang` profile, one trace per seed), on the
 seeds the model was not calibrated on: one second after each job was submitted, the cluster's state at that moment
 (the pods then running, the jobs then pending in submission order) is replayed forward on the model, and the
@@ -24,10 +24,10 @@ from trainyard.benchkit import finish_record, run_record
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard import k8s as K
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.schedtrace.trace import Tenant, generate
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy
+from trainyard.scheduling.trace import Tenant, generate
 from trainyard.stats import percentile
-from trainyard.whatif.estimate import DEFAULT_RUN_S, PendingGang, RunningGang, estimate_starts, remaining_time
+from trainyard.scheduling.estimate import DEFAULT_RUN_S, PendingGang, RunningGang, estimate_starts, remaining_time
 
 CALIBRATION_SEEDS = (12,)
 """The trace seed the model's delay constants were read from (bench/scheduling_trace.py's default): estimates are

@@ -16,6 +16,7 @@ from . import k8s
 from .build import build_objects
 from .errors import ControllerError, InputError
 from .failures import quota_never_fits
+from .plugins.framework import FluxTemplates
 from .pod_refusals import classify, permanent_fix, pods_to_try
 from .inputs import load_runtime, load_trainjob
 from .runtime_validation import validate_runtime
@@ -58,7 +59,8 @@ def platform_annotation_errors(new: dict, old: dict | None, user: str, platform_
 
 
 def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunPod | None = None,
-                              platform_users: frozenset[str] = frozenset()) -> dict:
+                              platform_users: frozenset[str] = frozenset(),
+                              flux_templates: FluxTemplates | None = None) -> dict:
     """Answer an admission.k8s.io/v1 AdmissionReview for TrainJob / (Cluster)TrainingRuntime.
 
     `lookup(kind, name, namespace)` returns a live object or None; it is asked for the referenced
@@ -66,6 +68,7 @@ def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunP
     lists the namespace's ResourceQuotas (None or [] when unknown). `dry_run_pod`: when given, a new or changed
     TrainJob's pods are dry-run created first (`pod_refusals`), and one the API server would refuse is refused.
     `platform_users`: the controller's own identity, the only one that may write `PLATFORM_ANNOTATIONS`.
+    `flux_templates`: what the trial builds of a Flux TrainJob read its scripts with (see `build_objects`).
     """
     request = (review or {}).get("request") or {}
     uid = request.get("uid", "")
@@ -80,7 +83,7 @@ def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunP
         elif kind == C.TRAINJOB_KIND:
             user = str(K.mapping(request.get("userInfo")).get("username") or "")
             forged = platform_annotation_errors(new, old, user, platform_users)
-            result = Result(errors=forged) if forged else _review_trainjob(new, old, lookup, dry_run_pod)
+            result = Result(errors=forged) if forged else _review_trainjob(new, old, lookup, dry_run_pod, flux_templates)
         elif kind in C.RUNTIME_KINDS:
             result = validate_runtime(new, old)
         else:
@@ -95,7 +98,8 @@ def admission_review_response(review: dict, lookup: Lookup, dry_run_pod: DryRunP
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: DryRunPod | None = None) -> Result:
+def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: DryRunPod | None = None,
+                     flux_templates: FluxTemplates | None = None) -> Result:
     try:
         trainjob = load_trainjob(new)
     except InputError as err:
@@ -121,25 +125,25 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: D
             name = K.mapping(k8s.pod_template(dict(job)).get("spec")).get("priorityClassName")
             if name and (found := lookup("PriorityClass", name, None)):
                 cluster.append(found)
-    result = validate_trainjob(new, runtime, old, cluster)
+    result = validate_trainjob(new, runtime, old, cluster, flux_templates=flux_templates)
     if result.allowed and loaded and old is None:
         quotas = lookup("ResourceQuota", None, namespace) or []
-        result.errors += quota_errors(trainjob, loaded, cluster, quotas)
+        result.errors += quota_errors(trainjob, loaded, cluster, quotas, flux_templates)
     if result.allowed and loaded and not jobset and \
             (old is None or K.mapping(old.get("spec")) != K.mapping(new.get("spec"))):
-        result.errors += pod_errors(trainjob, loaded, cluster, dry_run_pod)
+        result.errors += pod_errors(trainjob, loaded, cluster, dry_run_pod, flux_templates)
     return result
 
 
 def pod_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict],
-               dry_run_pod: DryRunPod | None) -> list[FieldError]:
+               dry_run_pod: DryRunPod | None, flux_templates: FluxTemplates | None = None) -> list[FieldError]:
     """What the pods the Job controller would create may not be: run as a ServiceAccount the tenant was not given
     (`tenant_namespace.pod_policy_errors`), or refused by the API server's admission layers (Pod Security,
     LimitRange, ResourceQuota, ServiceAccount, admission policies and webhooks), found by a dry-run create of one
     pod per replicated job. A refusal that repeating cannot cure refuses the TrainJob in the API server's words,
     with the fix; a full quota or a busy webhook does not."""
     try:
-        objects = build_objects(trainjob, runtime, cluster_objects)
+        objects = build_objects(trainjob, runtime, cluster_objects, flux_templates=flux_templates)
     except ControllerError:
         return []  # validation already named what cannot be built
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
@@ -182,14 +186,15 @@ def _refused_field(trainjob: dict) -> str:
     return "spec.runtimeRef"
 
 
-def quota_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict], quotas: list[dict]) -> list[FieldError]:
+def quota_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict], quotas: list[dict],
+                 flux_templates: FluxTemplates | None = None) -> list[FieldError]:
     """A gang beyond a ResourceQuota's hard limit in its namespace can never start: refused at create, in
     `trainyard fit`'s words. The gang is counted from the built JobSet's templates (per replicated job, never
     per pod), with the effective requests (an extended resource given only as a limit counts as requested)."""
     if not quotas:
         return []
     try:
-        objects = build_objects(trainjob, runtime, cluster_objects)
+        objects = build_objects(trainjob, runtime, cluster_objects, flux_templates=flux_templates)
     except ControllerError:
         return []  # validation already named what cannot be built
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)

@@ -17,7 +17,7 @@ from .errors import BuildError, ControllerError
 from .info import new_runtime_info
 from .inputs import load_trainjob
 from .plugins import REGISTRY, framework, jobset
-from .plugins.framework import Context, KeyGenerator
+from .plugins.framework import Context, FluxTemplates, KeyGenerator
 from .plugins.framework import StatusServerConfig
 from .snapshot import resolve_runtime
 from .status import is_finished
@@ -26,7 +26,8 @@ from .status import is_finished
 def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict] = (),
                   key_generator: KeyGenerator | None = None,
                   status_server: StatusServerConfig | None = None,
-                  plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None) -> list[dict]:
+                  plugins: Sequence[ModuleType] = REGISTRY, seal_key: bytes | None = None,
+                  flux_templates: FluxTemplates | None = None) -> list[dict]:
     """Objects to apply for `trainjob` built from `runtime` (or from its snapshot among `existing`).
 
     `existing`: objects already in the cluster (what the plugins' `owned_objects` name), and the
@@ -35,6 +36,8 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
     `status_server`: set when the TrainJobStatus feature gate is on (pods then report progress to it).
     `plugins`: the registry; tests pass another.
     `seal_key`: the controller's snapshot seal key (`snapshot_seal.py`); None in the pure tools.
+    `flux_templates`: reads upstream's Flux scripts, called only for a Flux TrainJob (the caller owns the I/O:
+    `trainyard.toolchain.flux_templates.read_flux_templates`).
     Raises `BuildError` (or its subclasses) with the field and reason when the inputs cannot be built.
     """
     existing = [o for o in existing if isinstance(o, dict)]
@@ -42,7 +45,7 @@ def build_objects(trainjob: dict, runtime: dict | None, existing: Iterable[dict]
     if not is_managed_by_us(trainjob) or is_finished(trainjob):
         return []
     runtime_obj, snapshot = resolve_runtime(trainjob, runtime, existing, seal_key)
-    ctx = Context(key_generator=key_generator, status_server=status_server)
+    ctx = Context(key_generator=key_generator, status_server=status_server, flux_templates=flux_templates)
     try:
         info = new_runtime_info(trainjob, runtime_obj, existing)
         for phase in framework.BUILD_PHASES:

@@ -10,7 +10,7 @@ only when the JobSet controller creates the pods), counts of zero and deprecated
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from trainyard.k8s import CATALOG_VERSION_LABEL
 from trainyard.k8s import parse_quantity
@@ -25,6 +25,15 @@ from .seed_topology import topology_warnings
 
 
 
+class JobFields(Protocol):
+    """The fields a Kubernetes version knows below a Job spec (`trainyard.toolchain.k8s_fields.pinned_job_fields()`)."""
+
+    @property
+    def version(self) -> str: ...
+
+    def unknown(self, job_spec: Any, path: str) -> Iterator[tuple[str, str | None]]: ...
+
+
 def unknown_field_errors(doc: dict, runtime: bool) -> list[FieldError]:
     """Fields the API server would prune (drop silently), each with the closest known field."""
     schema = runtime_schema() if runtime else trainjob_schema()
@@ -33,15 +42,11 @@ def unknown_field_errors(doc: dict, runtime: bool) -> list[FieldError]:
                        "server would drop it silently: fix the name or remove it") for path in unknown]
 
 
-def job_spec_unknown_fields(doc: dict, runtime: bool) -> list[FieldError]:
+def job_spec_unknown_fields(doc: dict, runtime: bool, job_fields: JobFields | None) -> list[FieldError]:
     """Fields below a replicated job's Job spec (pod template, containers, ...) that Kubernetes does not know,
-    from the pinned API server's OpenAPI (`trainyard.k8s_fields`): the CRD keeps them opaque, the Job API
-    drops them (a `schedulerNamee` silently loses gang scheduling)."""
-    from trainyard.k8s_fields import ROOT, field_index, unknown_fields
-    from trainyard.toolchain.versions import tool
-
-    index = field_index()
-    if index is None:
+    from the pinned API server's OpenAPI (`job_fields`, read by the caller; None: unchecked): the CRD keeps them
+    opaque, the Job API drops them (a `schedulerNamee` silently loses gang scheduling)."""
+    if job_fields is None:
         return []
     spec = K.mapping(doc.get("spec"))  # every level type-checked before it is walked: a list or a number is no map
     patches = spec.get("runtimePatches")
@@ -49,15 +54,14 @@ def job_spec_unknown_fields(doc: dict, runtime: bool) -> list[FieldError]:
         (f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec",
          K.mapping(K.mapping(K.mapping(p).get("trainingRuntimeSpec")).get("template")).get("spec"))
         for i, p in enumerate(patches if isinstance(patches, list) else [])]
-    version = tool("kubernetes").version
     out = []
     for base, jobset in templates:
         jobs = jobset.get("replicatedJobs") if isinstance(jobset, dict) else None
         for i, job in enumerate(jobs if isinstance(jobs, list) else []):
             job_spec = K.mapping(K.mapping(job).get("template")).get("spec")
-            for path, close in unknown_fields(job_spec, ROOT, index, f"{base}.replicatedJobs[{i}].template.spec"):
+            for path, close in job_fields.unknown(job_spec, f"{base}.replicatedJobs[{i}].template.spec"):
                 hint = f" (did you mean {close!r}?)" if close else ""
-                out.append(FieldError(path, "Unknown field", f"not a field of Kubernetes {version}'s Job or pod "
+                out.append(FieldError(path, "Unknown field", f"not a field of Kubernetes {job_fields.version}'s Job or pod "
                                       f"spec{hint}; the API server would drop it silently: fix the name or remove it"))
     return out
 
@@ -180,11 +184,13 @@ def catalog_warnings(runtime: dict, catalog: Any) -> list[str]:
     return []
 
 
-def strict_problems(trainjob: dict, runtime: dict, catalog: Any = None) -> dict[str, list]:
-    """{"unknown": pruned fields, "errors": other refusals, "warnings": texts}; `--lenient` demotes "unknown"."""
+def strict_problems(trainjob: dict, runtime: dict, catalog: Any = None,
+                    job_fields: JobFields | None = None) -> dict[str, list]:
+    """{"unknown": pruned fields, "errors": other refusals, "warnings": texts}; `--lenient` demotes "unknown".
+    `job_fields`: the Kubernetes Job fields that pod templates are checked against (None: not checked)."""
     return {
         "unknown": unknown_field_errors(trainjob, runtime=False) + unknown_field_errors(runtime, runtime=True)
-        + job_spec_unknown_fields(trainjob, runtime=False) + job_spec_unknown_fields(runtime, runtime=True)
+        + job_spec_unknown_fields(trainjob, False, job_fields) + job_spec_unknown_fields(runtime, True, job_fields)
         + unknown_metadata_errors(trainjob) + unknown_metadata_errors(runtime),
         "errors": metadata_errors(trainjob) + metadata_errors(runtime) + quantity_errors(trainjob) + quantity_errors(runtime)
         + count_errors(trainjob) + count_errors(runtime),

@@ -22,6 +22,7 @@ from . import k8s
 from .errors import ControllerError, InputError
 from .inputs import load_runtime, load_trainjob, trainjob_schema
 from .plugins import REGISTRY, framework
+from .plugins.framework import FluxTemplates
 from .runtime_validation import DEPRECATION, is_deprecated
 from .schema import FieldError, validate
 from .tenant_namespace import admission_errors as tenant_namespace_errors
@@ -32,10 +33,12 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 
 
 def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = None,
-                      cluster_objects: Iterable[dict] = (), plugins: Sequence[ModuleType] = REGISTRY) -> Result:
+                      cluster_objects: Iterable[dict] = (), plugins: Sequence[ModuleType] = REGISTRY,
+                      flux_templates: FluxTemplates | None = None) -> Result:
     """TrainJob admission. `runtime`: the referenced runtime as found in the cluster (None: missing).
     `cluster_objects`: PriorityClasses, Volcano Queues and the TrainJob's JobSet, when known.
-    `plugins`: the registry whose `validate` phases and trial build run; tests pass another."""
+    `plugins`: the registry whose `validate` phases and trial build run; tests pass another.
+    `flux_templates`: what the trial build of a Flux TrainJob reads its scripts with (see `build_objects`)."""
     result = Result()
     cluster_objects = [o for o in cluster_objects if isinstance(o, dict)]
     try:
@@ -73,7 +76,7 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
     result.errors += _volcano_errors(trainjob, runtime, cluster_objects)
     result.errors += tenant_namespace_errors(trainjob, runtime, cluster_objects, old_tj)
     if not result.errors:
-        result.errors += _trial_build_errors(trainjob, runtime, plugins)
+        result.errors += _trial_build_errors(trainjob, runtime, plugins, flux_templates)
     return result
 
 
@@ -220,10 +223,12 @@ def _volcano_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) 
     return errors
 
 
-def _trial_build_errors(trainjob: dict, runtime: dict, plugins: Sequence[ModuleType]) -> list[FieldError]:
+def _trial_build_errors(trainjob: dict, runtime: dict, plugins: Sequence[ModuleType],
+                        flux_templates: FluxTemplates | None) -> list[FieldError]:
     from .build import build_objects
     try:
-        build_objects(trainjob, runtime, key_generator=lambda: (b"", b""), plugins=plugins)
+        build_objects(trainjob, runtime, key_generator=lambda: (b"", b""), plugins=plugins,
+                      flux_templates=flux_templates)
     except ControllerError as err:
         return [FieldError(err.field or "spec", "Invalid", err.message)]
     return []

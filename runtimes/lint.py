@@ -26,6 +26,7 @@ from trainyard.k8s import TRAINER_API_VERSION
 from trainyard.runtimes.render import CLUSTER_KIND
 from trainyard.runtimes.rules import CATALOG_RULES, check_sdk_describable, replicated_jobs
 from trainyard.runtimes.schema import validate
+from trainyard.toolchain.flux_templates import read_flux_templates
 
 TENANT_KIND = "TrainingRuntime"
 LINT_TENANT = CatalogTenant(name="catalog-lint", namespace="catalog-lint", catalog_version="", queue="catalog-lint", priority_class="catalog-lint")
@@ -40,7 +41,9 @@ class ControllerChecks:
     validate_runtime: Callable[..., Any]
     """``trainyard.controller.admission.validate_runtime(runtime, old=None)`` -> has ``.errors``/``.warnings``."""
     build_objects: Callable[..., list[dict]]
-    """``trainyard.controller.build.build_objects(trainjob, runtime, existing)`` -> objects to apply."""
+    """``trainyard.controller.build.build_objects(trainjob, runtime, existing, flux_templates=...)`` -> objects to apply."""
+    flux_templates: Callable[[], Mapping[str, str]]
+    """Reads upstream's Flux script templates for the sample build (``trainyard.toolchain.flux_templates``)."""
 
 
 def runtime_schemas(crds: list[dict]) -> dict[str, Mapping[str, Any]]:
@@ -80,7 +83,7 @@ def load_controller_checks() -> ControllerChecks:
                 fix="report the controller bug: catalog lint cannot check runtimes against the CRD without it",
             )
         )
-    return ControllerChecks(schemas, validate_runtime, build_objects)
+    return ControllerChecks(schemas, validate_runtime, build_objects, read_flux_templates)
 
 
 # --- controller checks --------------------------------------------------------------------------
@@ -92,11 +95,12 @@ def check_schema(runtime: dict, checks: ControllerChecks) -> list[Problem]:
     if not schema:
         return [Finding(f"CRD schema: no runtime CRD for kind {kind!r}", fix=f"use kind {CLUSTER_KIND}")]
     from trainyard.controller.strict import job_spec_unknown_fields
+    from trainyard.toolchain.k8s_fields import pinned_job_fields
 
     found: list[Problem] = [Finding(f"CRD schema: {problem}", fix="correct the field to match the runtime CRD")
                             for problem in validate(runtime, schema)]
     return found + [Finding(f"Kubernetes schema: {problem}", fix="correct the field to match the Kubernetes Job and pod API")
-           for problem in job_spec_unknown_fields(runtime, runtime=True)]
+           for problem in job_spec_unknown_fields(runtime, True, pinned_job_fields())]
 
 
 def check_admission(runtime: dict, checks: ControllerChecks) -> list[Problem]:
@@ -126,7 +130,7 @@ def check_build(runtime: dict, checks: ControllerChecks, queue: str | None = Non
     """A sample TrainJob must build a JobSet with the runtime's jobs (and, for tenants, a PodGroup in the queue)."""
     fix = "fix the runtime so the controller can build a JobSet from it"
     try:
-        objects = checks.build_objects(sample_trainjob(runtime), runtime, [])
+        objects = checks.build_objects(sample_trainjob(runtime), runtime, [], flux_templates=checks.flux_templates)
     except Exception as err:
         return [Finding(f"sample TrainJob failed to build: {type(err).__name__}: {err}", fix=fix)]
     jobsets = [o for o in objects if o.get("kind") == "JobSet"]

@@ -8,18 +8,15 @@ and Secret `<trainjob>-flux-curve` (a ZeroMQ CURVE certificate derived from the 
 reconcile produces the same one).
 
 The three script templates are upstream's own, taken from the pinned `github.com/kubeflow/trainer/v2`
-module by the toolchain (`trainyard tools build kubeflow-trainer`); `TRAINYARD_FLUX_TEMPLATES` points at
-another directory holding them (the controller image does that).
+module by the toolchain; the build reads no files: whoever runs it passes `Context.flux_templates`, a reader of
+file name -> text (`trainyard.toolchain.flux_templates.read_flux_templates`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -43,8 +40,7 @@ CURVE_VOLUME, CURVE_PATH = "flux-curve", "/curve"
 MEMORY_VOLUME, MEMORY_PATH = "shared-memory", "/dev/shm"
 SPACK_VOLUME, SPACK_PATH = "spack-install", "/opt/software"
 VIEW_ROOT = "/opt/view"
-TEMPLATE_FILES = ("broker.toml", "entrypoint.sh", "init.sh")
-TEMPLATES_ENV = "TRAINYARD_FLUX_TEMPLATES"
+FIELD = "spec.mlPolicy.flux"
 Z85_CHARSET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
@@ -55,21 +51,15 @@ class Templates:
     init: str
 
 
-@lru_cache(maxsize=1)
-def load_templates() -> Templates:
-    """Upstream's templates from $TRAINYARD_FLUX_TEMPLATES, else from the built toolchain."""
-    directory = os.environ.get(TEMPLATES_ENV)
-    if not directory:
-        from trainyard.toolchain.versions import tool
-
-        directory = str(tool("kubeflow-trainer").bin_dir / "flux")
-    texts = {}
-    for name in TEMPLATE_FILES:
-        path = Path(directory) / name
-        if not path.is_file():
-            raise BuildError(f"the Flux templates are not installed ({path} is missing); run "
-                             f"`trainyard tools build kubeflow-trainer` or set {TEMPLATES_ENV}", "spec.mlPolicy.flux")
-        texts[name] = path.read_text(encoding="utf-8")
+def load_templates(ctx: Context) -> Templates:
+    """Upstream's templates, from the reader the build was given (a missing file is a BuildError naming the fix)."""
+    if ctx.flux_templates is None:
+        raise BuildError("the Flux templates were not given to the build; its caller passes "
+                         "trainyard.toolchain.flux_templates.read_flux_templates", FIELD)
+    try:
+        texts = ctx.flux_templates()
+    except OSError as err:
+        raise BuildError(str(err), FIELD) from err
     return Templates(broker=texts["broker.toml"], entrypoint=texts["entrypoint.sh"], init=texts["init.sh"])
 
 
@@ -89,10 +79,10 @@ def go_sprintf(template: str, *args: str) -> str:
         elif verb == "s" and values:
             out.append(values.pop(0))
         else:
-            raise BuildError(f"unexpected format verb %{verb} in a Flux template", "spec.mlPolicy.flux")
+            raise BuildError(f"unexpected format verb %{verb} in a Flux template", FIELD)
         i += 2
     if values:
-        raise BuildError("a Flux template has fewer placeholders than upstream's", "spec.mlPolicy.flux")
+        raise BuildError("a Flux template has fewer placeholders than upstream's", FIELD)
     return "".join(out)
 
 
@@ -214,7 +204,7 @@ def build(info: RuntimeInfo, ctx: Context) -> None:
     """ConfigMap with entrypoint.sh + init.sh, and the CURVE Secret."""
     if "flux" not in (info.ml_policy or {}):
         return
-    templates = load_templates()
+    templates = load_templates(ctx)
     flux_settings = settings(info)
     config_map, curve_secret = _names(info)
     info.config_maps.append({

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol
 
 if TYPE_CHECKING:  # only for the phase protocols' signatures: info.py does not import the plugins
     from ..info import RuntimeInfo
     from ..schema import FieldError
 
 KeyGenerator = Callable[[], tuple[bytes, bytes]]
+FluxTemplates = Callable[[], Mapping[str, str]]
+"""Reads upstream's Flux script templates, file name -> text; OSError when they are not installed."""
 
 PHASES: dict[str, tuple[str, ...]] = {
     "validate": ("trainjob", "runtime", "old"),
@@ -55,6 +57,7 @@ class Context:
     key_generator: KeyGenerator | None = None  # (private PEM, authorized_keys line) for the MPI Secret
     status_server: StatusServerConfig | None = None  # set when the TrainJobStatus feature gate is on
     endpoints: dict[str, list[str]] = field(default_factory=dict)  # pod set -> pod hostnames
+    flux_templates: FluxTemplates | None = None  # reads upstream's Flux scripts (file name -> text), for Flux jobs
 
 
 @dataclass(frozen=True)

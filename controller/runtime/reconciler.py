@@ -33,6 +33,8 @@ from trainyard.timestamps import now_time
 from .. import constants as C
 from .. import k8s
 from .. import failures, gang_pending, pod_refusals
+from trainyard.toolchain.flux_templates import read_flux_templates
+
 from ..build import build_objects, is_managed_by_us
 from ..errors import ControllerError, PreflightError
 from ..plugins import REGISTRY, framework
@@ -121,7 +123,7 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
     error: Exception | None = None
     try:
         objects = build_objects(trainjob, runtime, existing + namespace_objects, status_server=status_server,
-                                plugins=plugins, seal_key=seal_key)
+                                plugins=plugins, seal_key=seal_key, flux_templates=read_flux_templates)
         failure = _preflight(api, namespace, objects, existing, next(iter(namespace_objects), None))
         if failure is not None:
             error = PreflightError(failure.message)

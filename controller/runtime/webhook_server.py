@@ -17,6 +17,8 @@ import json
 import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from trainyard.toolchain.flux_templates import read_flux_templates
+
 from ..admission import admission_review_response
 from ..webhook_configuration import VALIDATE_PATH
 from .apiserver import RESOURCES, ApiView
@@ -103,7 +105,8 @@ def serve_webhooks(api: ApiView, address: str, cert_dir: str, client_ca: str | N
             length = int(self.headers.get("Content-Length", "0"))
             try:
                 review = json.loads(self.rfile.read(length))
-                answer = admission_review_response(review, lookup, dry_run_pod, platform_users)
+                answer = admission_review_response(review, lookup, dry_run_pod, platform_users,
+                                                   flux_templates=read_flux_templates)
             except Exception as exc:  # never crash the server on one bad review
                 log.warning(json.dumps({"msg": "admission review failed", "error": str(exc)[:300]}))
                 uid = ((locals().get("review") or {}).get("request") or {}).get("uid", "")

@@ -18,7 +18,7 @@ BUDGET_ACTIONS = ("closeQueue", "demotePriority")
 STALL_ACTIONS = ("none", "suspend")
 """What the controller does to a stalled TrainJob beyond a Warning (`trainyard.usage.stalls`)."""
 RECLAIM_RULES = ("deserved", "final-share", "fair-sharing")
-"""The rules the controller's gang-aware reclaim may evict by (`trainyard.capacity.reclaim`); a stack's
+"""The rules the controller's gang-aware reclaim may evict by (`trainyard.scheduling.reclaim`); a stack's
 `controller.reclaim` names one, or `none`."""
 RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
 # Seconds an admitted gang may hold its queue while the API server refuses its pods for a reason that may pass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainyard.capacity import live
-from trainyard.capacity.model import nodes_from
+from trainyard.scheduling.cluster_state import nodes_from
 from trainyard.capacity.reclaimer import Reclaimer
 
 from builders import new_trainjob, tenant_spec

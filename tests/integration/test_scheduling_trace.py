@@ -15,7 +15,7 @@ from trainyard.cluster.spec import ClusterSpec
 from trainyard.schedtrace import metrics as M
 from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.summary import summarize
-from trainyard.schedtrace.trace import DEFAULT_TENANTS, generate
+from trainyard.scheduling.trace import DEFAULT_TENANTS, generate
 from trainyard.toolchain.build import ensure_built
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def test_a_reservation_drains_one_rack_for_a_starving_gang_while_the_rest_stays_
     from trainyard.capacity import live
     from trainyard.capacity.reserver import Reserver
     from trainyard.queues.scheduler_config import SchedulerSettings
-    from trainyard.schedtrace.trace import TraceJob
+    from trainyard.scheduling.trace import TraceJob
 
     heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
     fillers = [TraceJob(f"f{i}", light, 0.0, 12.0 + 1.5 * i, 1, 8, None) for i in range(SPEC.nodes)]
@@ -151,7 +151,7 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     from trainyard.capacity import live
     from trainyard.capacity.reclaimer import Reclaimer
     from trainyard.queues.scheduler_config import SchedulerSettings
-    from trainyard.schedtrace.trace import TraceJob
+    from trainyard.scheduling.trace import TraceJob
 
     heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
     lender = [TraceJob(f"l{i}", light, 0.0, 40.0, 1, 8, None) for i in range(SPEC.nodes)]
@@ -207,7 +207,7 @@ def test_reclaim_withdraws_a_plan_the_scheduler_no_longer_needs_on_a_second_look
     from trainyard.capacity import live
     from trainyard.capacity.reclaimer import Reclaimer
     from trainyard.queues.scheduler_config import SchedulerSettings
-    from trainyard.schedtrace.trace import TraceJob
+    from trainyard.scheduling.trace import TraceJob
     from trainyard.waiting import wait_for
 
     heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
@@ -264,7 +264,7 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
     from trainyard.capacity import live
     from trainyard.cluster.trainer_controllers import restart_trainjob_controller
     from trainyard.queues.scheduler_config import SchedulerSettings
-    from trainyard.schedtrace.trace import TraceJob
+    from trainyard.scheduling.trace import TraceJob
 
     heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
     lender = [TraceJob(f"l{i}", light, 0.0, 45.0, 1, 8, None) for i in range(SPEC.nodes)]

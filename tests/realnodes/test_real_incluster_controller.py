@@ -25,7 +25,7 @@ from trainyard.controller.runtime.leader import LeaderElector
 from trainyard.platform import controller_objects as ctl
 from trainyard.platform.stack_config import ControllerSpec, WebhookSpec
 from trainyard.paths import repo_root
-from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
 from realcluster import NAME, REAL_NODES, trainyard
 from waiting import wait_for
 

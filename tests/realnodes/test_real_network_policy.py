@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from trainyard.platform.tenant_objects import render_default_deny
-from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
 from waiting import wait_for
 
 from builders import tenant_spec

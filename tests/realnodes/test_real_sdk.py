@@ -12,7 +12,7 @@ import re
 import pytest
 
 from trainyard.cluster.local import user_kubeconfig
-from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
 from realcluster import NAME, REAL_NODES
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from trainyard.realnodes.spec import REAL_NODE_LABEL, SERVICE_CIDR, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, SERVICE_CIDR, real_node_name
 from trainyard.toolchain.versions import tool
 from waiting import wait_for
 

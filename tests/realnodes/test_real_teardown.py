@@ -13,7 +13,7 @@ from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.realnodes.host import IP_FORWARD
 from trainyard.realnodes.nodes import leftovers
-from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
 from realcluster import NAME, REAL_NODES, trainyard
 from waiting import wait_for
 

@@ -12,7 +12,7 @@ import yaml
 
 from trainyard.k8s import GPU_RESOURCE, RACK_LABEL, SPINE_LABEL
 from trainyard.paths import repo_root
-from trainyard.realnodes.spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
 from trainyard.toolchain.versions import tool
 from realcluster import REAL_NODES
 from waiting import wait_for
@@ -95,7 +95,7 @@ def test_real_nodes_join_with_the_simulated_nodes_gpu_shape(real_cluster):
     # node allocatable is reserved: the real nodes' pods together get their share of the host, not each all of it
     from trainyard.k8s import parse_quantity
     from trainyard.realnodes.nodes import host_memory_bytes
-    from trainyard.realnodes.spec import POD_MEMORY_SHARE
+    from trainyard.cluster.real_node_spec import POD_MEMORY_SHARE
 
     offered = sum(parse_quantity(nodes[real_node_name(i)]["status"]["allocatable"]["memory"]) for i in range(REAL_NODES))
     assert offered <= POD_MEMORY_SHARE * host_memory_bytes(), (offered, host_memory_bytes())

@@ -3,7 +3,7 @@
 import pytest
 
 from trainyard.controller.strict import job_spec_unknown_fields
-from trainyard.k8s_fields import MAP, build_index, field_index, unknown_fields
+from trainyard.toolchain.k8s_fields import MAP, build_index, field_index, pinned_job_fields, unknown_fields
 
 from builders import runtime
 
@@ -54,7 +54,7 @@ POD = "spec.template.spec.replicatedJobs[0].template.spec"
 ])
 def test_typos_below_a_replicated_jobs_spec_are_refused_with_the_closest_field(job_spec, expected):
     assert field_index() is not None, "the index of the pinned Kubernetes OpenAPI could not be built"
-    errors = job_spec_unknown_fields(runtime([node_job(job_spec)]), runtime=True)
+    errors = job_spec_unknown_fields(runtime([node_job(job_spec)]), True, pinned_job_fields())
     assert [(e.field, str(e).split("did you mean ")[1].split("?")[0]) for e in errors] == expected
     assert all("the API server would drop it silently" in str(e) for e in errors)
 
@@ -62,7 +62,7 @@ def test_typos_below_a_replicated_jobs_spec_are_refused_with_the_closest_field(j
 def test_runtime_patches_of_a_trainjob_are_checked_too():
     trainjob = {"kind": "TrainJob", "spec": {"runtimePatches": [{"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {"schedulerNamee": "x"}}}}}]}}}}]}}
-    (error,) = job_spec_unknown_fields(trainjob, runtime=False)
+    (error,) = job_spec_unknown_fields(trainjob, False, pinned_job_fields())
     assert error.field == ("spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec"
                            ".template.spec.schedulerNamee")
 

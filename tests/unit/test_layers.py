@@ -4,18 +4,28 @@ Lowest first (docs/architecture.md):
 
     ground      trainyard.{errors, problems, k8s, openapi, paths, yaml_input, field_markers, timestamps, waiting, stats,
                 tenant_policy}
-    toolchain   trainyard.toolchain (pins, Go module cache, builds), trainyard.k8s_fields (the pinned OpenAPI index),
+    toolchain   trainyard.toolchain (pins, Go module cache, builds, the pinned OpenAPI index, Flux templates),
                 trainyard.images (container images built from pinned inputs, host packages)
     queues      trainyard.queues: Volcano scheduler configuration, queues, HyperNodes, priority classes
     controller  trainyard.controller: the pure TrainJob build pipeline, plugins, admission, status
     runtime     trainyard.controller.runtime | trainyard.runtimes (side by side: neither imports the other)
     platform    trainyard.platform: the stack model and the Pulumi program
-    apps        trainyard.{cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job, pulumi_env,
-                scale_stack, benchkit, docs_reference}
+    apps        trainyard.{scheduling, cluster, realnodes, capacity, schedtrace, whatif, usage, stack_deploy, main_job,
+                pulumi_env, scale_stack, benchkit, benchmarks, docs_reference}
     cli         trainyard.cli: the Typer commands
 
 Module names come from pyproject's `package-dir` (platform/ is `trainyard.platform`, ...); every import counts,
-at module level or inside a function, absolute or relative. The controller core also stays free of I/O clients.
+at module level or inside a function, absolute or relative, and `importlib.import_module("x")` / `__import__("x")`
+with a literal name. A dynamic import of a computed name in the controller core or below is refused: no rule could
+check it. The controller core (trainyard.controller without its runtime) also stays pure: no I/O clients, no
+toolchain (`CORE_FORBIDS`), no file or environment reads; the runtime reads and hands it the data.
+
+Packages of one floor (trainyard.capacity, trainyard.schedtrace, ...) may import each other one way only: their
+import graph is acyclic. The pure scheduling model (cluster state as capacity, fairness, placement, reservation,
+reclaim, the vc-scheduler simulator, start estimates) is one package, trainyard.scheduling, that capacity,
+schedtrace and whatif use.
+
+Each rule is a function over a scanned tree (`scan_tree`), run on the real tree and on planted scratch trees.
 """
 
 from __future__ import annotations
@@ -35,12 +45,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("trainyard", "trainyard.errors", "trainyard.problems", "trainyard.k8s", "trainyard.openapi",
                 "trainyard.paths", "trainyard.yaml_input", "trainyard.field_markers", "trainyard.timestamps",
                 "trainyard.waiting", "trainyard.stats", "trainyard.profiles", "trainyard.tenant_policy")),
-    ("toolchain", ("trainyard.toolchain", "trainyard.k8s_fields", "trainyard.images")),
+    ("toolchain", ("trainyard.toolchain", "trainyard.images")),
     ("queues", ("trainyard.queues",)),
     ("controller", ("trainyard.controller",)),
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
-    ("apps", ("trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace", "trainyard.whatif",
+    ("apps", ("trainyard.scheduling", "trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace",
+              "trainyard.whatif",
               "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit", "trainyard.benchmarks",
               "trainyard.usage", "trainyard.docs_reference")),
@@ -48,9 +59,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 SIDE_BY_SIDE = ("trainyard.controller.runtime", "trainyard.runtimes")
 """Two rooms on one floor: each may use the floors below, not the other."""
+CORE_FLOOR = 3
 CORE_FORBIDS = ("kubernetes", "pulumi", "pulumi_kubernetes", "http", "socket", "ssl", "threading", "subprocess",
-                "urllib", "typer")
-"""Third-party and standard modules the pure controller core never imports (the runtime owns all I/O)."""
+                "urllib", "typer", "trainyard.toolchain", "trainyard.images")
+"""Modules the pure controller core never imports: I/O clients, and the toolchain floor, which reads pins, caches
+and built files (the runtime owns all I/O and hands the core what it read)."""
 
 
 @dataclass(frozen=True)
@@ -60,18 +73,28 @@ class Import:
     line: int
 
 
-def package_dirs() -> dict[str, str]:
+@dataclass(frozen=True)
+class Scan:
+    """What the rules need of one module: its imports, dynamic imports whose target is no literal, and file or
+    environment reads (with what was read)."""
+
+    imports: tuple[Import, ...]
+    unverifiable: tuple[int, ...]
+    reads: tuple[tuple[int, str], ...]
+
+
+def package_dirs(root: Path = ROOT) -> dict[str, str]:
     """Folder -> package name, from pyproject.toml's [tool.setuptools] package-dir."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    config = tomllib.loads((root / "pyproject.toml").read_text())
     return {folder: package for package, folder in config["tool"]["setuptools"]["package-dir"].items()}
 
 
-def source_modules() -> dict[str, tuple[Path, bool]]:
-    """Module name -> (file, is a package __init__), every module of the installed distribution."""
+def source_modules(root: Path = ROOT, dirs: dict[str, str] | None = None) -> dict[str, tuple[Path, bool]]:
+    """Module name -> (file, is a package __init__), every module of the tree's distribution."""
     modules: dict[str, tuple[Path, bool]] = {}
-    for folder, package in package_dirs().items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+    for folder, package in (package_dirs(root) if dirs is None else dirs).items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
             if "releases" in parts:  # catalog templates, not code
                 continue
             is_package = parts[-1] == "__init__"
@@ -80,25 +103,77 @@ def source_modules() -> dict[str, tuple[Path, bool]]:
     return modules
 
 
-def imports_of(name: str, path: Path, is_package: bool, known: set[str]) -> list[Import]:
-    """Every import statement of one module, resolved to absolute module names (`from x import y` names the
-    module x.y when it exists, else x)."""
+def _relative_target(package: str, level: int, module: str | None) -> str:
+    base = package.split(".")
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _dynamic_import(node: ast.Call) -> str | None | bool:
+    """The literal target of `importlib.import_module("x")` / `import_module("x")` / `__import__("x")`; None when
+    the target is computed (or relative); False for any other call."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name not in ("import_module", "__import__"):
+        return False
+    first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+        return first.value
+    return None
+
+
+def _read(node: ast.AST) -> str | None:
+    """What a node reads from the file system or the environment, or None: `open(...)`, `x.read_text()`,
+    `x.read_bytes()`, `x.open()`, `os.environ`, `os.getenv`."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ("open", "getenv"):
+            return f"{func.id}()"
+        if isinstance(func, ast.Attribute) and func.attr in ("read_text", "read_bytes", "open", "getenv"):
+            return f".{func.attr}()"
+    if isinstance(node, ast.Attribute) and node.attr in ("environ", "environb"):
+        return f".{node.attr}"
+    if isinstance(node, ast.Name) and node.id in ("environ", "environb"):
+        return node.id
+    if isinstance(node, ast.ImportFrom) and node.module == "os":
+        names = [a.name for a in node.names if a.name in ("environ", "environb", "getenv")]
+        return f"from os import {', '.join(names)}" if names else None
+    return None
+
+
+def scan_module(name: str, path: Path, is_package: bool, known: set[str]) -> Scan:
+    """Every import of one module, resolved to absolute module names (`from x import y` names the module x.y when
+    it exists, else x), dynamic imports of a literal name included; and its reads."""
     package = name if is_package else name.rsplit(".", 1)[0]
-    found = []
+    found: list[Import] = []
+    unverifiable: list[int] = []
+    reads: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [Import(name, alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _relative_target(package, node.level, node.module) if node.level else node.module or ""
             for alias in node.names:
                 child = f"{target}.{alias.name}"
                 found.append(Import(name, child if child in known else target, node.lineno))
-    return found
+        elif isinstance(node, ast.Call) and (dynamic := _dynamic_import(node)) is not False:
+            if dynamic is None:
+                unverifiable.append(node.lineno)
+            else:
+                found.append(Import(name, dynamic, node.lineno))
+        if (what := _read(node)) is not None:
+            reads.append((getattr(node, "lineno", 0), what))
+    return Scan(tuple(found), tuple(unverifiable), tuple(reads))
+
+
+def imports_of(name: str, path: Path, is_package: bool, known: set[str]) -> list[Import]:
+    return list(scan_module(name, path, is_package, known).imports)
+
+
+def scan_tree(root: Path = ROOT, dirs: dict[str, str] | None = None) -> dict[str, Scan]:
+    modules = source_modules(root, dirs)
+    known = set(modules)
+    return {name: scan_module(name, path, is_package, known) for name, (path, is_package) in modules.items()}
 
 
 def layer_of(module: str) -> tuple[int, str] | None:
@@ -110,6 +185,14 @@ def layer_of(module: str) -> tuple[int, str] | None:
                 if best is None or len(room) > len(best[1]):
                     best = (floor, room)
     return best
+
+
+def in_pure_core(module: str) -> bool:
+    return layer_of(module) == (CORE_FLOOR, "trainyard.controller")
+
+
+def is_under(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
 
 
 def violations(imports: list[Import]) -> list[str]:
@@ -127,11 +210,49 @@ def violations(imports: list[Import]) -> list[str]:
     return out
 
 
+def layer_violations(scans: dict[str, Scan]) -> list[str]:
+    return violations([i for scan in scans.values() for i in scan.imports if i.target.startswith("trainyard")])
+
+
+def core_io_imports(scans: dict[str, Scan]) -> list[str]:
+    """Imports of I/O clients (and of the toolchain, which reads the disk) by the pure controller core."""
+    return sorted({f"{i.module}:{i.line} imports {i.target}" for name, scan in scans.items() if in_pure_core(name)
+                   for i in scan.imports if is_under(i.target, CORE_FORBIDS)})
+
+
+def core_reads(scans: dict[str, Scan]) -> list[str]:
+    """File and environment reads in the pure controller core: the runtime reads, the core is given the data."""
+    return [f"{name}:{line} reads {what}" for name, scan in scans.items() if in_pure_core(name)
+            for line, what in scan.reads]
+
+
+def unverifiable_imports(scans: dict[str, Scan]) -> list[str]:
+    """Dynamic imports of a computed name in the pure core or below it: the layer rules cannot see their target."""
+    return [f"{name}:{line} imports a computed module name" for name, scan in scans.items()
+            if (floor := layer_of(name)) is not None and (floor[0] < CORE_FLOOR or in_pure_core(name))
+            for line in scan.unverifiable]
+
+
+def sibling_cycles(scans: dict[str, Scan]) -> list[list[str]]:
+    """Cycles among the rooms of one floor (trainyard.capacity -> trainyard.schedtrace -> trainyard.capacity, even
+    through imports inside functions): siblings may use each other one way only."""
+    graph: dict[str, set[str]] = {}
+    for scan in scans.values():
+        for item in scan.imports:
+            source, target = layer_of(item.module), layer_of(item.target)
+            if source and target and source[0] == target[0] and source[1] != target[1]:
+                graph.setdefault(source[1], set()).add(target[1])
+    return strongly_connected(graph)
+
+
 @pytest.fixture(scope="module")
-def all_imports() -> list[Import]:
-    modules = source_modules()
-    known = set(modules)
-    return [i for name, (path, is_package) in modules.items() for i in imports_of(name, path, is_package, known)]
+def real_tree() -> dict[str, Scan]:
+    return scan_tree()
+
+
+@pytest.fixture(scope="module")
+def all_imports(real_tree) -> list[Import]:
+    return [i for scan in real_tree.values() for i in scan.imports]
 
 
 def test_every_module_has_a_layer():
@@ -139,16 +260,25 @@ def test_every_module_has_a_layer():
     assert not unplaced, f"add these modules to a layer in {__file__}: {unplaced}"
 
 
-def test_no_import_goes_up_or_sideways(all_imports):
-    found = violations([i for i in all_imports if i.target.startswith("trainyard")])
+def test_no_import_goes_up_or_sideways(real_tree):
+    found = layer_violations(real_tree)
     assert not found, "imports against the layer order:\n" + "\n".join(found)
 
 
-def test_the_controller_core_does_no_io(all_imports):
-    core = [i for i in all_imports if layer_of(i.module) == (3, "trainyard.controller")]
-    assert core, "the controller core was not found"
-    found = [f"{i.module}:{i.line} imports {i.target}" for i in core if i.target.split(".")[0] in CORE_FORBIDS]
+def test_the_controller_core_does_no_io(real_tree):
+    assert any(in_pure_core(name) for name in real_tree), "the controller core was not found"
+    found = core_io_imports(real_tree) + core_reads(real_tree)
     assert not found, "the controller core must stay pure:\n" + "\n".join(found)
+
+
+def test_every_import_below_the_runtime_names_its_module(real_tree):
+    found = unverifiable_imports(real_tree)
+    assert not found, "dynamic imports the layer rules cannot check:\n" + "\n".join(found)
+
+
+def test_no_cycle_between_packages_of_one_floor(real_tree):
+    cycles = sibling_cycles(real_tree)
+    assert not cycles, f"packages of one floor that import each other: {cycles}"
 
 
 def test_no_module_cycles(all_imports):
@@ -222,6 +352,77 @@ def test_the_check_catches_a_wrong_way_import(tmp_path, module, line, expected):
     known = source_modules_set()
     found = violations(imports_of(module, path, False, known))
     assert len(found) == 1 and f"({expected})" in found[0], found
+
+
+PLANTED_DIRS = {"src/trainyard": "trainyard", "controller": "trainyard.controller", "cli": "trainyard.cli"}
+
+
+def planted_tree(root: Path, files: dict[str, str]) -> dict[str, Scan]:
+    """A scratch tree of packages (every folder gets an __init__.py) scanned by the same rules as the real one."""
+    for folder in PLANTED_DIRS:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "__init__.py").touch()
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "__init__.py").touch()
+        path.write_text(text)
+    return scan_tree(root, PLANTED_DIRS)
+
+
+@pytest.mark.parametrize("text", [
+    'import importlib\nimportlib.import_module("trainyard.cli.main")\n',
+    'from importlib import import_module\ndef f():\n    return import_module("trainyard.cli.main")\n',
+    '__import__("trainyard.cli.main")\n',
+])
+def test_a_dynamic_import_of_a_literal_name_counts_as_an_import(tmp_path, text):
+    tree = planted_tree(tmp_path, {"src/trainyard/k8s.py": text, "cli/main.py": ""})
+    found = layer_violations(tree)
+    assert len(found) == 1 and "trainyard.k8s:" in found[0] and "(ground -> cli)" in found[0], found
+
+
+@pytest.mark.parametrize(("where", "reported"), [
+    ("src/trainyard/k8s.py", True), ("controller/plugins/planted.py", True),
+    ("controller/runtime/planted.py", False), ("cli/planted.py", False),
+])
+def test_a_dynamic_import_of_a_computed_name_is_unverifiable_in_the_core_and_below(tmp_path, where, reported):
+    tree = planted_tree(tmp_path, {where: 'import importlib\ndef f(n):\n    return importlib.import_module(f"x.{n}")\n'})
+    assert bool(unverifiable_imports(tree)) is reported, unverifiable_imports(tree)
+
+
+@pytest.mark.parametrize("text", [
+    'def f(p):\n    return open(p).read()\n',
+    'from pathlib import Path\ndef f():\n    return Path("x").read_text()\n',
+    'from pathlib import Path\ndef f():\n    return Path("x").read_bytes()\n',
+    'from pathlib import Path\ndef f():\n    with Path("x").open() as h:\n        return h.read()\n',
+    'import os\nHOME = os.environ.get("HOME")\n',
+    'import os\ndef f():\n    return os.getenv("HOME")\n',
+    'from os import environ\n',
+])
+def test_a_file_or_environment_read_in_the_core_is_found(tmp_path, text):
+    core = planted_tree(tmp_path / "core", {"controller/plugins/planted.py": text})
+    runtime = planted_tree(tmp_path / "runtime", {"controller/runtime/planted.py": text})
+    assert core_reads(core) and not core_reads(runtime), (core_reads(core), core_reads(runtime))
+
+
+@pytest.mark.parametrize("text", [
+    "from trainyard.toolchain.versions import tool\n",
+    "def f():\n    from trainyard.toolchain.k8s_fields import field_index\n",
+    "import trainyard.images.build\n",
+    "import subprocess\n",
+])
+def test_a_core_import_of_the_toolchain_or_an_io_client_is_found(tmp_path, text):
+    tree = planted_tree(tmp_path, {"controller/plugins/planted.py": text, "src/trainyard/toolchain/versions.py": "",
+                                   "src/trainyard/toolchain/k8s_fields.py": "", "src/trainyard/images/build.py": ""})
+    assert len(core_io_imports(tree)) == 1, core_io_imports(tree)
+
+
+def test_a_cycle_between_sibling_packages_is_found_even_inside_a_function(tmp_path):
+    tree = planted_tree(tmp_path, {
+        "src/trainyard/capacity/fit.py": "from trainyard.schedtrace.model import simulate\n",
+        "src/trainyard/schedtrace/model.py": "def simulate():\n    from trainyard.capacity import fit\n",
+        "src/trainyard/whatif/run.py": "from trainyard.capacity import fit\n"})
+    assert sibling_cycles(tree) == [["trainyard.capacity", "trainyard.schedtrace"]]
 
 
 def test_the_cycle_check_finds_a_cycle():

@@ -5,7 +5,7 @@ Running gangs: bound, active GPU pods grouped by their Volcano PodGroup; each ho
 default run time less what it ran). Pending gangs: PodGroups that wait (Pending/Inqueue, nothing running) in
 creation order, each run for the default time once placed. Queues: weight, GPU capability and deserved from the
 Volcano Queues; `capacity` or `proportion` as the scheduler configuration names it. The model
-(`trainyard.whatif.estimate`) replays them forward.
+(`trainyard.scheduling.estimate`) replays them forward.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from trainyard.capacity.model import (GPU, GROUPLESS, Node, active_pods_by_group, first_start_s, hard_tier, meta,
+from trainyard.scheduling.cluster_state import (GPU, GROUPLESS, Node, active_pods_by_group, first_start_s, hard_tier, meta,
                                       pod_group_queues, pod_resources, resources, waiting_groups)
-from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate, estimate_starts,
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy
+from trainyard.scheduling.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate, estimate_starts,
                                        remaining_time)
 
 NO_RACK = "-"

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from trainyard import k8s as K
 from trainyard.capacity.fit import FITS, WAITS, Gang, Verdict, fit
 from trainyard.k8s import parse_quantity
-from trainyard.capacity.model import (GPU, GROUPLESS, Node, QueueUse, Resources, active_pods_by_group, hard_tier,
+from trainyard.scheduling.cluster_state import (GPU, GROUPLESS, Node, QueueUse, Resources, active_pods_by_group, hard_tier,
                                       meta, pod_resources)
 
 MOST_JOBS_ENDING = 3

@@ -27,7 +27,7 @@ from trainyard import k8s as K
 from trainyard.controller import k8s
 from trainyard.controller.resources import pod_requests
 
-from .model import GPU, Node, QueueUse, Resources, add, number, resources
+from trainyard.scheduling.cluster_state import GPU, Node, QueueUse, Resources, add, number, resources
 
 WAITS, FITS, REFUSED = "waits", "fits", "refused"
 

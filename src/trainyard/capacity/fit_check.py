@@ -7,12 +7,13 @@ from functools import cached_property
 
 from trainyard import k8s as K
 from trainyard.controller.build import build_objects
+from trainyard.toolchain.flux_templates import read_flux_templates
 from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, job_refusal_hint, jobs_of, priority_note
-from .model import Node, QueueUse, hard_tier, nodes_from, number, queue_uses
-from trainyard.whatif.estimate import DEFAULT_RUN_S
+from trainyard.scheduling.cluster_state import Node, QueueUse, hard_tier, nodes_from, number, queue_uses
+from trainyard.scheduling.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
 
@@ -48,7 +49,7 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         return lines + [f"refused: runtime {ref.get('kind', 'ClusterTrainingRuntime')} {ref.get('name')} not found"], \
             EXIT_REFUSED
     try:
-        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns))
+        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns), flux_templates=read_flux_templates)
         gang = gang_from_objects(objects)
     except (ControllerError, ValueError) as err:
         return lines + [f"refused: the controller cannot build it: {err}"], EXIT_REFUSED
@@ -141,7 +142,7 @@ def explanation(reads: LiveReads, gang, nodes, queues, verdict, framework: str |
     from trainyard.capacity import explain
     from trainyard.controller.tenant_namespace import tenant_policy
     from trainyard.timestamps import duration_words
-    from trainyard.whatif.estimate import phrase
+    from trainyard.scheduling.estimate import phrase
 
     given = reads.estimate_inputs
     remaining = {g.key: g.remaining_s for g in given.running}
@@ -167,7 +168,7 @@ def explanation(reads: LiveReads, gang, nodes, queues, verdict, framework: str |
 
 def start_estimate(reads: LiveReads, gang) -> str:
     """`estimate: starts in about 12 min, position 3 in queue team-a`, the gang behind every gang waiting now."""
-    from trainyard.whatif.estimate import phrase
+    from trainyard.scheduling.estimate import phrase
 
     skipped = estimates.too_many_to_estimate(estimates.waiting_count(reads.snap.pod_groups))
     if skipped:  # decided before listing every TrainJob, as report does

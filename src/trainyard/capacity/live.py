@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node, nodes_from, queue_uses, weight_shares
-from trainyard.capacity.reservation import waiting_gpus
+from trainyard.scheduling.cluster_state import GPU, Node, nodes_from, queue_uses, weight_shares
+from trainyard.scheduling.reservation import waiting_gpus
 from trainyard.controller import constants as C
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
@@ -320,6 +320,7 @@ def admission(api: ApiServer, trainjob: dict, quotas: bool = True) -> tuple[list
     """(errors, warnings) of trainyard's admission webhook for creating `trainjob`, run in process;
     `quotas=False` leaves out its ResourceQuota check (`fit` words that verdict itself)."""
     from trainyard.controller.admission import admission_review_response
+    from trainyard.toolchain.flux_templates import read_flux_templates
     from trainyard.controller.runtime.webhook_server import make_lookup
 
     review = {"request": {"uid": "fit", "kind": {"kind": C.TRAINJOB_KIND}, "operation": "CREATE", "object": trainjob}}
@@ -327,7 +328,7 @@ def admission(api: ApiServer, trainjob: dict, quotas: bool = True) -> tuple[list
     if not quotas:
         base = lookup
         lookup = lambda kind, name, namespace=None: None if name is None else base(kind, name, namespace)  # noqa: E731
-    response = admission_review_response(review, lookup)["response"]
+    response = admission_review_response(review, lookup, flux_templates=read_flux_templates)["response"]
     errors = [] if response["allowed"] else [response.get("status", {}).get("message", "refused")]
     return errors, list(response.get("warnings") or [])
 

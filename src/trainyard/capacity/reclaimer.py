@@ -1,4 +1,4 @@
-"""Gang-aware reclaim on a live cluster (the I/O half of `capacity.reclaim`).
+"""Gang-aware reclaim on a live cluster (the I/O half of `scheduling.reclaim`).
 
 Every `period` seconds, from one snapshot: first resume the TrainJobs an earlier round suspended whose gang is
 now placed or gone, or that waited `resume_after_s`; while any such victim is still suspended, plan nothing
@@ -10,7 +10,7 @@ are also tainted for the gang (`capacity.reserver.hold`) until its victims are r
 without it the nodes freed for a big gang often went to smaller jobs while the victims' pods were going.
 
 A gang's nodes are only those its pods may use: their nodeSelector, required node affinity and tolerations, read
-from its TrainJob's JobSet (`capacity.placement`); evicting a job from a node the gang cannot use loses its work
+from its TrainJob's JobSet (`scheduling.placement`); evicting a job from a node the gang cannot use loses its work
 for nothing.
 
 A plan is looked at again before anyone is evicted (`confirm_s` later, with holds the planned nodes already
@@ -29,12 +29,12 @@ from typing import Callable
 
 from trainyard import k8s as K
 from trainyard.capacity import live
-from trainyard.capacity.fairness import fair_deserved
-from trainyard.capacity.model import active_pods_by_group
-from trainyard.capacity.placement import ANYWHERE, Placement, gang_placement
-from trainyard.capacity.reclaim import (RECLAIM_AFTER_S, DESERVED, DESERVED_TARGET, RULES, TARGETS, Eviction, JobKey,
+from trainyard.scheduling.fairness import fair_deserved
+from trainyard.scheduling.cluster_state import active_pods_by_group
+from trainyard.scheduling.placement import ANYWHERE, Placement, gang_placement
+from trainyard.scheduling.reclaim import (RECLAIM_AFTER_S, DESERVED, DESERVED_TARGET, RULES, TARGETS, Eviction, JobKey,
                                        parse_reclaimed_note, plan, reclaimed_note, running_jobs, to_resume)
-from trainyard.capacity.reservation import Reservation, waiting_gangs
+from trainyard.scheduling.reservation import Reservation, waiting_gangs
 from trainyard.capacity.reserver import hold, tolerate
 from trainyard.capacity.loop import Loop
 from trainyard.controller.runtime.apiserver import ApiServer
@@ -63,7 +63,7 @@ class Reclaimer(Loop):
     def __init__(self, api: ApiServer, after_s: float = RECLAIM_AFTER_S, period: float = 1.0, resume_after_s: float = 120.0,
                  rule: str = DESERVED, target: str = DESERVED_TARGET, holds: bool = False, confirm_s: float = 1.0,
                  leading: Callable[[], bool] = lambda: True):
-        """`rule` and `target`: see `capacity.reclaim` (which gangs starve, which jobs may go, against which share).
+        """`rule` and `target`: see `scheduling.reclaim` (which gangs starve, which jobs may go, against which share).
         `holds`: taint the nodes an eviction frees for its gang until the victims are resumed (as
         `capacity.reserver` does; the two loops must not run together), so the scheduler cannot give them to
         another job while the victims' pods go. `confirm_s`: how long after planning an eviction it is planned again

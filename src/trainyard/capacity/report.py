@@ -35,7 +35,7 @@ from trainyard.tenant_policy import Budget, BudgetStatus, stalled_from_annotatio
 from trainyard.timestamps import format_epoch
 
 from .live import Snapshot
-from .model import (FULL_POD_GPUS, GPU, QueueUse, number, nodes_from, queue_uses, resources, waiting_reasons,
+from trainyard.scheduling.cluster_state import (FULL_POD_GPUS, GPU, QueueUse, number, nodes_from, queue_uses, resources, waiting_reasons,
                     weight_shares)
 
 

@@ -1,4 +1,4 @@
-"""Hold nodes for a starving gang on a live cluster (the I/O half of `capacity.reservation`).
+"""Hold nodes for a starving gang on a live cluster (the I/O half of `scheduling.reservation`).
 
 Every `period` seconds: one snapshot (`live.cluster_view`); plan the one reservation; taint the held nodes
 NoSchedule (`trainyard.dev/reserved-for=<namespace>.<gang>`) and untaint the rest; give the gang's pending
@@ -13,8 +13,8 @@ import time
 
 from trainyard.capacity import live
 from trainyard.capacity.loop import Loop
-from trainyard.capacity.model import GROUP_ANNOTATION
-from trainyard.capacity.reservation import Reservation, plan, taint_changes, toleration, waiting_gangs
+from trainyard.scheduling.cluster_state import GROUP_ANNOTATION
+from trainyard.scheduling.reservation import Reservation, plan, taint_changes, toleration, waiting_gangs
 from trainyard.controller.runtime.apiserver import ApiServer
 
 log = logging.getLogger(__name__)

@@ -19,11 +19,11 @@ from typing import Callable, Iterable
 
 from trainyard.capacity import estimates, live
 from trainyard.capacity.loop import Loop
-from trainyard.capacity.model import meta
+from trainyard.scheduling.cluster_state import meta
 from trainyard.controller.runtime.apiserver import ApiServer, event_body
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.timestamps import now_time
-from trainyard.whatif.estimate import DEFAULT_RUN_S, StartEstimate, phrase
+from trainyard.scheduling.estimate import DEFAULT_RUN_S, StartEstimate, phrase
 
 log = logging.getLogger(__name__)
 

@@ -138,7 +138,7 @@ def start_estimates(api, snap, default_run_s: float) -> dict[str, str] | None:
     """PodGroup -> its start estimate's words; None (no column) above `estimates.MOST_PENDING` waiting gangs."""
     from trainyard.capacity import estimates
     from trainyard.capacity.live import estimate_inputs
-    from trainyard.whatif.estimate import phrase
+    from trainyard.scheduling.estimate import phrase
 
     if not 0 < estimates.waiting_count(snap.pod_groups) <= estimates.MOST_PENDING:
         return None  # decided before listing every TrainJob: at 10,000 of them that list alone takes seconds

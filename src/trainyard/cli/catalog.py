@@ -159,7 +159,7 @@ def show(
     else:
         objects = cluster_runtimes_of(catalog, version, runtime)
     if image or real_nodes or name_suffix:
-        from trainyard.realnodes.spec import REAL_NODE_LABEL
+        from trainyard.cluster.real_node_spec import REAL_NODE_LABEL
         from trainyard.runtimes.overrides import name_names_the_model, override_runtime, parse_image_overrides
 
         images = parse_image_overrides(image, catalog, version)

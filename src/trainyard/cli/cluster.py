@@ -15,7 +15,7 @@ from rich.table import Table
 
 from trainyard.cluster import local
 from trainyard.cluster.spec import PROVIDERS, TRAINJOB_CONTROLLERS, ClusterSpec
-from trainyard.realnodes.spec import REAL_NODE_LABEL
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL
 
 cluster_app = typer.Typer(help="A local Kubernetes cluster of simulated GPU nodes (kwok) with JobSet and Volcano.",
                           no_args_is_help=True)
@@ -70,10 +70,17 @@ def start(spec: ClusterSpec, provider: str = DEFAULT_PROVIDER, bare: bool = Fals
 
             kind.up(spec, echo=console.print)
             return local.read_state(spec.name) or {}
-        return local.up(spec, echo=console.print, controllers=not bare)
+        return local.up(spec, echo=console.print, controllers=not bare, real_nodes=real_node_lifecycle())
     except local.ClusterError as exc:
         fail(str(exc))
         raise
+
+
+def real_node_lifecycle() -> local.RealNodeLifecycle:
+    """How a cluster's real nodes start and stop, for `cluster.local.up/down`."""
+    from trainyard.realnodes.nodes import LIFECYCLE
+
+    return LIFECYCLE
 
 
 @cluster_app.command("up")
@@ -107,7 +114,7 @@ def up(
 @cluster_app.command("down")
 def down(name: str = NAME) -> None:
     """Stop every process `up` started."""
-    local.down(name, echo=console.print)
+    local.down(name, echo=console.print, real_nodes=real_node_lifecycle())
 
 
 @cluster_app.command("status")
@@ -192,4 +199,4 @@ def register_top_level(app: typer.Typer) -> None:
     @app.command("down")
     def platform_down(name: str = NAME) -> None:
         """Stop everything `trainyard up` started; the local stack's state goes with its cluster."""
-        local.down(name, echo=console.print)
+        local.down(name, echo=console.print, real_nodes=real_node_lifecycle())

@@ -18,7 +18,9 @@ import yaml
 
 from trainyard import yaml_input
 from trainyard.errors import TrainyardError
+from trainyard.toolchain.k8s_fields import pinned_job_fields
 from trainyard.timestamps import now_time
+from trainyard.toolchain.flux_templates import read_flux_templates
 
 from trainyard.controller import constants as C
 from trainyard.controller import k8s
@@ -134,7 +136,7 @@ def _strict(trainjob: dict, runtime: dict, lenient: bool) -> tuple[list[FieldErr
         catalog = load_catalog()
     except CatalogError:
         catalog = None  # no catalog at hand: the deprecation label still warns
-    found = strict_problems(trainjob, runtime, catalog)
+    found = strict_problems(trainjob, runtime, catalog, pinned_job_fields())
     errors, warnings = found["errors"], list(found["warnings"])
     if lenient:
         warnings += [str(e) for e in found["unknown"]]
@@ -195,7 +197,8 @@ def render(
             stamp = now or now_time()
             objects = [{**trainjob, "status": build_status(trainjob, jobset, stamp)}]
         else:
-            objects = build_objects(trainjob, runtime_obj, existing, status_server=status_server)
+            objects = build_objects(trainjob, runtime_obj, existing, status_server=status_server,
+                                    flux_templates=read_flux_templates)
         typer.echo(json.dumps(objects, indent=2) if output == "json" else _dump(objects), nl=output == "json")
     except _BadInput as err:
         _fail(str(err), output)
@@ -225,7 +228,8 @@ def validate(
         _fail(str(err), output)
         return
     errors, warnings = _strict(trainjob, runtime_obj, lenient)
-    for result in (validate_runtime(runtime_obj), validate_trainjob(trainjob, runtime_obj, None, existing)):
+    for result in (validate_runtime(runtime_obj), validate_trainjob(trainjob, runtime_obj, None, existing,
+                                                                          flux_templates=read_flux_templates)):
         warnings += [w for w in result.warnings if w not in warnings]
         errors += [e for e in result.errors if e.field not in {s.field for s in errors}]
     meta = runtime_obj.get("metadata") or {}

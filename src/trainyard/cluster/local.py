@@ -9,8 +9,9 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import yaml
 
@@ -115,11 +116,28 @@ def _jobset_webhooks(ca_pem: bytes, spec: ClusterSpec, manifest: Path) -> list[d
     return out
 
 
-def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
+@dataclass(frozen=True)
+class RealNodeLifecycle:
+    """How real kubelets join and leave a cluster (`trainyard.realnodes.nodes.LIFECYCLE`, which builds on this
+    package): given by the caller, so the cluster package never imports the real nodes."""
+
+    start: Callable[..., Any]  # (spec, paths, process table, kubectl, echo)
+    stop: Callable[..., Any]  # (name, paths, process table, kubectl, spec)
+
+
+def _real_nodes_or_refuse(real_nodes: RealNodeLifecycle | None) -> RealNodeLifecycle:
+    if real_nodes is None:
+        raise ClusterError("this cluster has real nodes: start and stop it with `trainyard cluster up/down` "
+                           "(which pass trainyard.realnodes.nodes.LIFECYCLE)")
+    return real_nodes
+
+
+def up(spec: ClusterSpec, echo=print, controllers: bool = True, real_nodes: RealNodeLifecycle | None = None) -> dict:
     """Start the cluster and its controllers; a running cluster is left alone.
 
     `controllers=False` (`cluster up --bare`) stops after the control plane and the GPU nodes: a cluster to
     deploy an in-cluster stack onto (controllersRunLocally: false), whose pods kwok then runs.
+    `real_nodes`: how real kubelets join, required when `spec.real_nodes` asks for some.
     """
     paths = ClusterPaths.for_name(spec.name)
     if is_running(spec.name):
@@ -129,7 +147,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     trainer_controllers.check_built(spec)
     _check_ports_free(spec)
     if paths.root.exists():  # leftovers of a crashed run: start clean
-        down(spec.name, echo=lambda *_: None)
+        down(spec.name, echo=lambda *_: None, real_nodes=real_nodes)
         shutil.rmtree(paths.root, ignore_errors=True)
     paths.root.mkdir(parents=True)
     env = kwok_env(paths, binaries)
@@ -138,7 +156,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     config_file = paths.root / "kwokctl.yaml"
     kubelet_client = None
     if spec.real_nodes:
-        from trainyard.realnodes.spec import KUBELET_CLIENT_GROUPS, KUBELET_CLIENT_USER
+        from trainyard.cluster.real_node_spec import KUBELET_CLIENT_GROUPS, KUBELET_CLIENT_USER
 
         _, client_cert, client_key = certs.write_client_pair(paths.certs / "kubelet-client", KUBELET_CLIENT_USER,
                                                              KUBELET_CLIENT_GROUPS)
@@ -167,9 +185,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True) -> dict:
     kc("create", "-f", "-", input_text=yaml.safe_dump_all([*cluster_spec.gpu_nodes(spec),
                                                            cluster_spec.default_storage_class()]))
     if spec.real_nodes:
-        from trainyard.realnodes import nodes as real_nodes
-
-        real_nodes.start(spec, paths, ProcessTable(paths.root), kc, echo)
+        _real_nodes_or_refuse(real_nodes).start(spec, paths, ProcessTable(paths.root), kc, echo)
     if not controllers:
         echo(f"cluster {spec.name!r} is up (bare: control plane and GPU nodes only)")
         return state
@@ -302,8 +318,9 @@ def remove_host_path_volumes(name: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def down(name: str, echo=print) -> list[str]:
-    """Stop every process `up` started (ours by PID, kwokctl's via kwokctl) and forget the cluster."""
+def down(name: str, echo=print, real_nodes: RealNodeLifecycle | None = None) -> list[str]:
+    """Stop every process `up` started (ours by PID, kwokctl's via kwokctl) and forget the cluster.
+    `real_nodes`: how real kubelets leave, required when the cluster has some."""
     paths = ClusterPaths.for_name(name)
     if not paths.root.exists():
         echo(f"cluster {name!r} is not running")
@@ -311,10 +328,8 @@ def down(name: str, echo=print) -> list[str]:
     state = read_state(name)
     remove_host_path_volumes(name)
     if state and state.get("spec", {}).get("real_nodes"):
-        from trainyard.realnodes import nodes as real_nodes
-
-        real_nodes.stop(name, paths, ProcessTable(paths.root), lambda *args: kubectl(name, *args),
-                        ClusterSpec(**state["spec"]))
+        _real_nodes_or_refuse(real_nodes).stop(name, paths, ProcessTable(paths.root),
+                                               lambda *args: kubectl(name, *args), ClusterSpec(**state["spec"]))
     stopped = ProcessTable(paths.root).stop_all()
     kwok_components = kwok_processes(paths, name)
     stopped += list(kwok_components)

@@ -17,7 +17,7 @@ from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, JOBSET_GROUP, RACK_LABEL, SPINE_LABEL, TRAINER_GROUP, config_api_version
 from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, RECLAIM_CHOICES
-from trainyard.realnodes.spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
+from trainyard.cluster.real_node_spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
 SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"

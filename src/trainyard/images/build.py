@@ -28,7 +28,8 @@ from typing import Callable
 
 from trainyard.images import oci
 from trainyard.images.logrun import reporting_steps, run_to_log
-from trainyard.images.debian import DEBIAN_MIRROR, DEBIAN_SUITE, debootstrap, ensure_host_packages
+from trainyard.images.debian import DEBIAN_MIRROR, DEBIAN_SUITE, IMAGE_BUILD_PACKAGES, debootstrap
+from trainyard.toolchain.host_packages import ensure_host_packages
 from trainyard.paths import cache_dir, repo_root
 
 REGISTRY = "trainyard.local"
@@ -273,7 +274,7 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
     cached = image_record(recipe)
     if cached:
         return cached
-    ensure_host_packages(echo=echo)
+    ensure_host_packages(IMAGE_BUILD_PACKAGES, echo=echo)
     directory = recipe.directory
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)

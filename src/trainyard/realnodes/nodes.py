@@ -20,11 +20,12 @@ import yaml
 from trainyard import k8s as K
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, wait_for_port
 from trainyard.cluster.spec import ClusterSpec, rack_name, spine_name, spine_of_rack
+from trainyard.cluster.local import RealNodeLifecycle
 from trainyard.cluster.state import ClusterError, ClusterPaths
 from trainyard.paths import cache_dir
 from trainyard.realnodes import host, network_policy
-from trainyard.realnodes import spec as node_spec
-from trainyard.realnodes.spec import RealNode
+from trainyard.cluster import real_node_spec as node_spec
+from trainyard.cluster.real_node_spec import RealNode
 from trainyard.toolchain.versions import tool, tools_in_group
 from trainyard.waiting import wait_for
 
@@ -178,7 +179,7 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
         return []
     _require_root()
     from trainyard.images.build import build_images
-    from trainyard.images.debian import ensure_host_packages
+    from trainyard.toolchain.host_packages import ensure_host_packages
     from trainyard.toolchain.build import build_tool
 
     for item in tools_in_group("real-nodes"):
@@ -393,3 +394,7 @@ def leftovers(name: str, paths: ClusterPaths, count: int) -> dict[str, list[str]
                                                          network_policy.table_name(name)),
         "container_log_links": [str(p) for p in host.log_links_into(paths.root / "realnodes")],
     }
+
+
+LIFECYCLE = RealNodeLifecycle(start=start, stop=stop)
+"""What `cluster.local.up/down` are given to start and stop a cluster's real nodes."""

@@ -11,23 +11,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from trainyard.capacity.fairness import water_fill
-
-from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
+from trainyard.scheduling.fairness import water_fill
+from trainyard.scheduling.records import PodRecord
+from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob
 from trainyard.stats import percentile
 
 if TYPE_CHECKING:  # numpy only where a timeline is computed: `fit`, `report` and the controller use the records
     import numpy as np
-
-
-@dataclass(frozen=True)
-class PodRecord:
-    job: str
-    gpus: int
-    node: str | None = None
-    bound: float | None = None
-    ended: float | None = None
-    succeeded: bool = False
 
 
 def held(pod: PodRecord, t: float) -> bool:

@@ -14,7 +14,7 @@ from trainyard.platform import tenant_objects
 from trainyard.platform.stack_config import PolicySpec, TenantGroups, TenantQuota, TenantSpec
 from trainyard.queues.hypernodes import TopologySpec, racks_from_node_labels, render_hypernodes
 from trainyard.queues.volcano_queues import QueueSpec
-from trainyard.schedtrace.trace import Tenant, TraceJob
+from trainyard.scheduling.trace import Tenant, TraceJob
 
 VOLCANO_SCHEDULER = "volcano"
 KUBE_SCHEDULER = "kube-scheduler"

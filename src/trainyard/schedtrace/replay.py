@@ -17,8 +17,9 @@ from trainyard import k8s as K
 from trainyard.cluster import local
 from trainyard.queues.scheduler_config import SchedulerSettings, render, scheduler_configmap
 from trainyard.schedtrace import objects
-from trainyard.schedtrace.metrics import PodRecord, by_job, job_finished
-from trainyard.schedtrace.trace import Tenant, TraceJob
+from trainyard.schedtrace.metrics import by_job, job_finished
+from trainyard.scheduling.records import PodRecord
+from trainyard.scheduling.trace import Tenant, TraceJob
 from trainyard.waiting import wait_for
 
 TENANT_KINDS = (K.resource_name(K.TRAINJOBS, K.TRAINER_GROUP), K.resource_name(K.JOBSETS, K.JOBSET_GROUP), "jobs.batch",

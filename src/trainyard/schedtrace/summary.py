@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.trace import TraceJob, size_order
+from trainyard.scheduling.trace import TraceJob, size_order
 
 SCHEDULE_CYCLE_S = 0.5
 """vc-scheduler's --schedule-period on the local cluster (cluster/local.py)."""

@@ -89,12 +89,12 @@ def kubernetes(tool: Tool) -> list[Step]:
     packages = [f"k8s.io/kubernetes/cmd/{b}" for b in tool.binaries]
 
     def index_fields() -> None:
-        from trainyard.k8s_fields import index_path, write_index
+        from trainyard.toolchain.k8s_fields import index_path, write_index
 
         write_index(module_dir(tool, "k8s.io/kubernetes"), index_path())
 
     return [_build(tool, _ldflags(stamp), Path(str(tool.bin_dir) + "/"), packages, ("-pgo=off",)),
-            PyStep("index the Job and pod fields of the pinned OpenAPI document (trainyard.k8s_fields)", index_fields)]
+            PyStep("index the Job and pod fields of the pinned OpenAPI document (trainyard.toolchain.k8s_fields)", index_fields)]
 
 
 def kube_node(tool: Tool) -> list[Step]:
@@ -117,7 +117,7 @@ def containerd(tool: Tool) -> list[Step]:
 def runc(tool: Tool) -> list[Step]:
     """runc with cgo (libcontainer/nsenter is C) and seccomp (the CRI asks for RuntimeDefault profiles), linked
     statically against Debian's libseccomp as upstream's release binaries are."""
-    from trainyard.images.debian import RUNC_BUILD_PACKAGES, ensure_host_packages
+    from trainyard.toolchain.host_packages import RUNC_BUILD_PACKAGES, ensure_host_packages
 
     flags = _ldflags({"main.version": tool.version.lstrip("v")}) + " -linkmode external -extldflags -static"
     step = _build(tool, flags, tool.bin_dir / "runc", ["github.com/opencontainers/runc"], ("-tags", "seccomp urfave_cli_no_docs"))

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from trainyard.capacity.fairness import water_fill
+from trainyard.scheduling.fairness import water_fill
 from trainyard.schedtrace.metrics import Timeline, allocation_while_saturated, queue_shares, saturated
 from trainyard.usage.record import UsageRecord
 

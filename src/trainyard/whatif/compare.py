@@ -14,10 +14,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from trainyard.capacity.fairness import water_fill
+from trainyard.scheduling.fairness import water_fill
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.model import simulate
-from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
+from trainyard.scheduling.simulator import simulate
+from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
 from trainyard.stats import percentile
 from trainyard.whatif.scenario import Scenario
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from trainyard.errors import TrainyardError
 from trainyard.platform.problems import ConfigProblem
-from trainyard.schedtrace.trace import TraceJob
+from trainyard.scheduling.trace import TraceJob
 from trainyard.whatif.compare import compare
 from trainyard.whatif.scenario import scenario
 from trainyard.whatif.stacks import StackPair, scheduling_changes, stack_pair

@@ -2,7 +2,7 @@
 
 A stack fixes the cluster (nodes, GPUs, racks and spines), each tenant's queue (weight, capability,
 deserved), its namespace quota, the priority classes it may use and the scheduler settings. The model
-(`trainyard.schedtrace.model`) knows Volcano's `gang` profile with `proportion` or `capacity`; what it
+(`trainyard.scheduling.simulator`) knows Volcano's `gang` profile with `proportion` or `capacity`; what it
 leaves out for a given stack is said in `Scenario.not_modelled`, never silently replayed as something else.
 """
 
@@ -15,8 +15,8 @@ from typing import Mapping
 from trainyard.cluster.spec import block_of
 from trainyard.k8s import GPU_RESOURCE, quantity_or_none
 from trainyard.platform.stack_model import StackConfig, TenantSpec
-from trainyard.capacity.reclaim import RECLAIM_AFTER_S
-from trainyard.schedtrace.model import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy
+from trainyard.scheduling.reclaim import RECLAIM_AFTER_S
+from trainyard.scheduling.simulator import RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S, ModelNode, ModelPolicy
 
 UNRACKED = "rack-0", "spine-0"
 """A stack without a topology: one rack under one spine (no HyperNodes: hard-topology gangs never start)."""

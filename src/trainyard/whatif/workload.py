@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from trainyard.errors import ProblemsError
 from trainyard.platform.problems import ConfigProblem
-from trainyard.schedtrace.trace import LARGEST_RACK_GANG, RACK_TIER, SPINE_TIER, Tenant, TraceJob, generate
+from trainyard.scheduling.trace import LARGEST_RACK_GANG, RACK_TIER, SPINE_TIER, Tenant, TraceJob, generate
 from trainyard.whatif.scenario import Scenario
 
 GENERATED, RECORDED = "generated", "recorded"

@@ -8,7 +8,7 @@ import pytest
 
 from trainyard.capacity.fit import (FITS, REFUSED, WAITS, check_placement, check_queue, check_quota, exit_code, fit,
                                     gang_from_objects, job_refusal_hint, jobs_of, pack, priority_note)
-from trainyard.capacity.model import nodes_from, queue_uses
+from trainyard.scheduling.cluster_state import nodes_from, queue_uses
 
 from capacity_builders import FOUR, GPU, built, node, pod, pod_group, queue, quota
 

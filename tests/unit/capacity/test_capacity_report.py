@@ -6,7 +6,7 @@ import pytest
 
 from trainyard.capacity.live import Snapshot
 from trainyard.capacity.report import build_report, render_text, unadmitted_shown
-from trainyard.capacity.model import waiting_reasons
+from trainyard.scheduling.cluster_state import waiting_reasons
 
 from capacity_builders import FOUR, GPU, pod, pod_group, queue, quota
 

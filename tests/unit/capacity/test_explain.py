@@ -8,7 +8,7 @@ import pytest
 
 from trainyard.capacity import explain as X
 from trainyard.capacity.fit import FITS, REFUSED, WAITS, Verdict, fit, gang_from_objects
-from trainyard.capacity.model import nodes_from, queue_uses
+from trainyard.scheduling.cluster_state import nodes_from, queue_uses
 
 from capacity_builders import FOUR, GPU, built, pod, pod_group, queue, quota
 

@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from trainyard.capacity.fairness import fair_deserved, water_fill
+from trainyard.scheduling.fairness import fair_deserved, water_fill
 
 
 @pytest.mark.parametrize("capacity, weights, demands, fair", [

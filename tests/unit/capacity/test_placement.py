@@ -6,10 +6,10 @@ from fractions import Fraction
 import pytest
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node
-from trainyard.capacity.placement import ANYWHERE, gang_placement, placement_of
-from trainyard.capacity.reclaim import RunningJob, plan
-from trainyard.capacity.reservation import WaitingGang, cheapest_nodes
+from trainyard.scheduling.cluster_state import GPU, Node
+from trainyard.scheduling.placement import ANYWHERE, gang_placement, placement_of
+from trainyard.scheduling.reclaim import RunningJob, plan
+from trainyard.scheduling.reservation import WaitingGang, cheapest_nodes
 
 H100 = {"gpu.product": "H100", "zone": "z1", "gen": "9"}
 A100 = {"gpu.product": "A100", "zone": "z2", "gen": "8"}

@@ -4,12 +4,12 @@ from fractions import Fraction
 
 import pytest
 
-from trainyard.capacity.model import GPU, Node
-from trainyard.capacity import reclaim as R
-from trainyard.capacity.reclaim import (FINAL_SHARE, Eviction, RunningJob, cheapest_eviction, evictable,
+from trainyard.scheduling.cluster_state import GPU, Node
+from trainyard.scheduling import reclaim as R
+from trainyard.scheduling.reclaim import (FINAL_SHARE, Eviction, RunningJob, cheapest_eviction, evictable,
                                         parse_reclaimed_note, plan, reclaimed_note, running_jobs, starving_gangs,
                                         to_resume)
-from trainyard.capacity.reservation import WaitingGang
+from trainyard.scheduling.reservation import WaitingGang
 
 F = Fraction
 

@@ -5,8 +5,8 @@ from fractions import Fraction
 import pytest
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node
-from trainyard.capacity.reservation import (Reservation, WaitingGang, cheapest_nodes, plan, taint_changes,
+from trainyard.scheduling.cluster_state import GPU, Node
+from trainyard.scheduling.reservation import (Reservation, WaitingGang, cheapest_nodes, plan, taint_changes,
                                             taint_value, toleration, waiting_gangs, waiting_gpus)
 
 

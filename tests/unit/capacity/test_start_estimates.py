@@ -4,8 +4,8 @@ the queues' rules; then the model's answer for the simplest live case."""
 import pytest
 
 from trainyard.capacity import estimates as E
-from trainyard.capacity.model import nodes_from
-from trainyard.whatif.estimate import DEFAULT_RUN_S
+from trainyard.scheduling.cluster_state import nodes_from
+from trainyard.scheduling.estimate import DEFAULT_RUN_S
 
 from capacity_builders import FOUR, pod, pod_group, queue
 

@@ -6,7 +6,7 @@ import pytest
 
 from trainyard.capacity.start_estimator import (REFRESH_S, Written, event_message, event_name, estimate_event,
                                                 needs_writing, trainjob_owners)
-from trainyard.whatif.estimate import StartEstimate
+from trainyard.scheduling.estimate import StartEstimate
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

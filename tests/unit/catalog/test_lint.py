@@ -117,9 +117,9 @@ def test_lint_reports_render_errors_as_findings():
 def test_lint_checks_the_tenant_form_builds_a_podgroup_in_the_queue():
     built = []
 
-    def build_without_podgroup(trainjob, runtime, existing=()):
+    def build_without_podgroup(trainjob, runtime, existing=(), **options):
         """Fault injection: the real build, with its PodGroup dropped."""
-        objects = CHECKS.build_objects(trainjob, runtime, existing)
+        objects = CHECKS.build_objects(trainjob, runtime, existing, **options)
         built.append([o["kind"] for o in objects])
         return [o for o in objects if o["kind"] != "PodGroup"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainyard.realnodes.spec import REAL_NODE_LABEL
+from trainyard.cluster.real_node_spec import REAL_NODE_LABEL
 from trainyard.runtimes.model import CatalogError
 from trainyard.runtimes.overrides import override_runtime, parse_image_overrides, pod_specs, release_images
 from trainyard.runtimes.store import load_catalog

@@ -3,7 +3,7 @@
 import pytest
 import typer
 
-from trainyard.capacity.reclaim import DESERVED_TARGET
+from trainyard.scheduling.reclaim import DESERVED_TARGET
 from trainyard.capacity.reclaimer import Reclaimer
 from trainyard.cli.controller import gang_reclaim
 

@@ -9,6 +9,7 @@ from trainyard.controller.admission import validate_trainjob
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import BuildError
 from trainyard.controller.plugins import flux
+from trainyard.toolchain.flux_templates import TEMPLATES_ENV, read_flux_templates
 
 from ctl_builders import by_kind, container, fixed_key, job, rjob, runtime, the_jobset, trainjob
 
@@ -50,7 +51,7 @@ def flux_runtime(**policy):
 
 
 def built(tj, rt):
-    return build_objects(tj, rt, key_generator=fixed_key)
+    return build_objects(tj, rt, key_generator=fixed_key, flux_templates=read_flux_templates)
 
 
 def test_flux_wraps_the_command_and_adds_installer_volumes_and_mounts():
@@ -114,10 +115,16 @@ def test_flux_admission_reserves_the_installer_name():
 
 
 def test_missing_templates_name_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setenv(flux.TEMPLATES_ENV, str(tmp_path))
-    flux.load_templates.cache_clear()
+    monkeypatch.setenv(TEMPLATES_ENV, str(tmp_path))
+    read_flux_templates.cache_clear()
     try:
         with pytest.raises(BuildError, match="trainyard tools build kubeflow-trainer"):
             built(trainjob(trainer={"numNodes": 1}), flux_runtime())
     finally:
-        flux.load_templates.cache_clear()
+        read_flux_templates.cache_clear()
+
+
+def test_a_build_without_the_templates_says_who_reads_them():
+    """The build reads no files: a Flux TrainJob built without a template reader is refused, naming it."""
+    with pytest.raises(BuildError, match="read_flux_templates"):
+        build_objects(trainjob(trainer={"numNodes": 1}), flux_runtime(), key_generator=fixed_key)

@@ -9,6 +9,7 @@ from trainyard.controller.admission import validate_runtime, validate_trainjob
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import BuildError
 from trainyard.controller.status import build_status
+from trainyard.toolchain.flux_templates import read_flux_templates
 
 from ctl_builders import fixed_key, job, runtime, trainjob
 
@@ -47,11 +48,11 @@ SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 
 def check_everything(tj, rt):
     try:
-        objects = build_objects(tj, rt, key_generator=fixed_key)
+        objects = build_objects(tj, rt, key_generator=fixed_key, flux_templates=read_flux_templates)
         assert isinstance(objects, list)
     except BuildError as err:
         assert str(err)
-    result = validate_trainjob(tj, rt)
+    result = validate_trainjob(tj, rt, flux_templates=read_flux_templates)
     assert all(str(e) for e in result.errors)
     validate_runtime(rt)
     try:

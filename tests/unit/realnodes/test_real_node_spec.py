@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster.spec import ClusterSpec, kwokctl_config, real_node_patches
-from trainyard.realnodes import spec as S
+from trainyard.cluster import real_node_spec as S
 
 BINARIES = {name: Path(f"/bin/{name}") for name in (
     "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "etcdctl", "kwok")}

@@ -3,7 +3,7 @@
 import pytest
 
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.trace import TraceJob
+from trainyard.scheduling.trace import TraceJob
 
 
 def job(name="g", pods=2, gpus=8, tenant="a", tier=None, arrival=0.0) -> TraceJob:

@@ -5,8 +5,8 @@ jobs so a starving gang starts)."""
 import pytest
 
 from trainyard.schedtrace import metrics as M
-from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
-from trainyard.schedtrace.trace import TraceJob, generate
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy, simulate
+from trainyard.scheduling.trace import TraceJob, generate
 
 WEIGHTS = {"a": 1, "b": 1}
 

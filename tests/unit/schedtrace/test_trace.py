@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from trainyard.schedtrace import trace as T
-from trainyard.schedtrace.trace import DEFAULT_TENANTS, Tenant
+from trainyard.scheduling import trace as T
+from trainyard.scheduling.trace import DEFAULT_TENANTS, Tenant
 
 
 def test_the_same_seed_gives_the_same_trace_and_another_seed_another():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainyard.schedtrace.trace import TraceJob
+from trainyard.scheduling.trace import TraceJob
 from trainyard.whatif.compare import compare, never_runnable_lines, refusal, table_rows
 from trainyard.whatif.scenario import scenario
 from trainyard.whatif.workload import generated

@@ -2,8 +2,8 @@
 
 import pytest
 
-from trainyard.schedtrace.model import ModelNode, ModelPolicy
-from trainyard.whatif.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate,
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy
+from trainyard.scheduling.estimate import (DEFAULT_RUN_S, PendingGang, RunningGang, StartEstimate,
                                        estimate_starts, phrase, positions, remaining_time)
 
 CYCLE = ModelPolicy().cycle_s

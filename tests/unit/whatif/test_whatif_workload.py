@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
+from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob
 from trainyard.whatif.scenario import scenario
 from trainyard.whatif.workload import TraceError, entitled_gpus, generated, parse_trace, read_trace, trace_document
 

@@ -14,6 +14,7 @@ import difflib
 import json
 from functools import lru_cache
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 OPENAPI_FILE = "api/openapi-spec/v3/apis__batch__v1_openapi.json"
@@ -91,6 +92,29 @@ def field_index() -> dict[str, dict[str, Any]] | None:
         except (OSError, ValueError, KeyError, Exception):  # noqa: BLE001 - no Go or module at hand: unchecked
             return None
     return json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class JobFields:
+    """The fields one Kubernetes version knows below a Job spec: what the controller's strict checks are given
+    (they read no files)."""
+
+    version: str
+    index: dict[str, dict[str, Any]]
+
+    def unknown(self, job_spec: Any, path: str) -> Iterator[tuple[str, str | None]]:
+        """(path, closest known name) of every key below a Job spec that Kubernetes does not know."""
+        return unknown_fields(job_spec, ROOT, self.index, path)
+
+
+def pinned_job_fields() -> JobFields | None:
+    """The pinned Kubernetes version's Job fields; None when the index cannot be built (no Go): unchecked."""
+    index = field_index()
+    if index is None:
+        return None
+    from trainyard.toolchain.versions import tool
+
+    return JobFields(tool("kubernetes").version, index)
 
 
 def unknown_fields(value: Any, definition: str, index: dict, path: str) -> Iterator[tuple[str, str | None]]:

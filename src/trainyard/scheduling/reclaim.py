@@ -5,9 +5,9 @@ whose jobs arrive later, or need a whole rack, stays below its share for as long
 v1.14's `reclaim` evicts task by task, which breaks gangs (volcano#4607); v1.15 announces a gang-aware one.
 This plans trainyard's: the gang of the queue furthest below its deserved share that has waited `after_s`,
 whose queue stays within its share with it, gets the `pods` nodes of one allowed domain (rack for tier 1,
-spine for tier 2, anywhere for none) that its pods may use (`capacity.placement`) and that cost the fewest GPUs to free, by evicting whole jobs of queues
+spine for tier 2, anywhere for none) that its pods may use (`scheduling.placement`) and that cost the fewest GPUs to free, by evicting whole jobs of queues
 above their deserved share, each of which stays at or above it. The live loop (`capacity.reclaimer`) suspends
-and resumes the victims' TrainJobs; `schedtrace.model` replays it.
+and resumes the victims' TrainJobs; `scheduling.simulator` replays it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
-from trainyard.capacity.model import GPU, Node, active_pods_by_group, first_start_s, pod_group_queues, pod_resources
-from trainyard.capacity.reservation import WaitingGang, domain_of
+from trainyard.scheduling.cluster_state import GPU, Node, active_pods_by_group, first_start_s, pod_group_queues, pod_resources
+from trainyard.scheduling.reservation import WaitingGang, domain_of
 from trainyard.tenant_policy import RECLAIM_RULES
 
 JobKey = tuple[str, str]
@@ -34,7 +34,7 @@ otherwise waited for its own jobs to end, its queue 5 points short, since a lend
 give nothing)."""
 DESERVED_TARGET, FAIR_TARGET = "deserved", "fair"
 """The share reclaim restores: each queue's static deserved GPUs, or its weight water-filled against current demand
-(`capacity.fairness.fair_deserved`: what the trace bench measures queues against)."""
+(`scheduling.fairness.fair_deserved`: what the trace bench measures queues against)."""
 RULES, TARGETS = RECLAIM_RULES, (DESERVED_TARGET, FAIR_TARGET)
 RECLAIM_AFTER_S = 10.0
 """Seconds a gang waits before reclaim acts for it (the controller's loop; what `trainyard whatif` replays)."""

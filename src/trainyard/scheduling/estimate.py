@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from trainyard.schedtrace.model import ModelNode, ModelPolicy, simulate
-from trainyard.schedtrace.trace import TraceJob
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy, simulate
+from trainyard.scheduling.trace import TraceJob
 from trainyard.timestamps import duration_words
 
 DEFAULT_RUN_S = 3600.0

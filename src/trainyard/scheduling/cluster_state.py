@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from trainyard.capacity import fairness
+from trainyard.scheduling import fairness
 from trainyard.k8s import parse_quantity
 from trainyard.timestamps import parse_time
 from trainyard.controller.resources import pod_requests

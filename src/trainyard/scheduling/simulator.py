@@ -8,8 +8,8 @@ queue beyond it, `capacity` only beyond the queue's capability (elastic); a gang
 or not at all; a hard-topology gang tries every rack, then (tier 2) every spine, and takes the candidate the
 HyperNode binpack score likes best (the fullest that fits); a pod goes to the node that `binpack` (GPUs) plus
 the HyperNode binpack for normal pods (rack, spine faded 0.8) score highest, ties broken by a seeded draw as
-Volcano picks at random among equals. Optionally trainyard's gang reservation (`capacity.reservation`) holds
-nodes as `capacity.reserver` does, or its gang-aware reclaim (`capacity.reclaim`) evicts as `capacity.reclaimer`
+Volcano picks at random among equals. Optionally trainyard's gang reservation (`scheduling.reservation`) holds
+nodes as `capacity.reserver` does, or its gang-aware reclaim (`scheduling.reclaim`) evicts as `capacity.reclaimer`
 does. Stretches where nothing can change (no arrival, no end, no reservation or reclaim timer) are skipped, not
 stepped through. It returns the same records a real replay does (`metrics.PodRecord`), so
 `summary.summarize` computes the same figures from both: what `bench/scheduling_trace.py --model` calibrates.
@@ -24,28 +24,19 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Mapping, Sequence
 
-from trainyard.capacity.model import GPU, Node
-from trainyard.capacity import reclaim
-from trainyard.capacity.reclaim import RunningJob
-from trainyard.capacity.reservation import Reservation, WaitingGang, plan
-from trainyard.capacity.fairness import fair_deserved, water_fill, weight_shares
-from trainyard.schedtrace.metrics import PodRecord
-from trainyard.schedtrace.trace import RACK_TIER, SPINE_TIER, TraceJob
+from trainyard.scheduling.cluster_state import GPU, Node
+from trainyard.scheduling import reclaim
+from trainyard.scheduling.reclaim import RunningJob
+from trainyard.scheduling.reservation import Reservation, WaitingGang, plan
+from trainyard.scheduling.fairness import fair_deserved, water_fill, weight_shares
+from trainyard.scheduling.pod_binding import ModelNode, NodeUse, Topology, free_gpus, place
+from trainyard.scheduling.records import PodRecord
+from trainyard.scheduling.trace import TraceJob
 
-NORMAL_POD_FADING = 0.8
-"""network-topology-aware's default `hypernode.binpack.normal-pod.fading`."""
 RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S = 1.0, 2.0
 """`capacity.reclaimer`'s protocol on the local cluster, as the model replays it: victims' pods go about 1 s after
 their TrainJobs are suspended, and their resumption follows the gang's start by 2-5 s (PodGroup status, the loop's
 period); read from the evictions and pod records of the real gang-capacity-reclaim trace runs."""
-
-
-@dataclass(frozen=True)
-class ModelNode:
-    name: str
-    rack: str
-    spine: str
-    gpus: int
 
 
 @dataclass(frozen=True)
@@ -85,7 +76,7 @@ class ModelPolicy:
     reclaim_holds: bool = False
     """The eviction's nodes are held for its gang (as `capacity.reserver` taints them) until it is placed."""
     reclaim_rule: str = reclaim.DESERVED
-    """Which gangs starve and which jobs may be evicted for them (`capacity.reclaim.DESERVED`, `FINAL_SHARE`,
+    """Which gangs starve and which jobs may be evicted for them (`scheduling.reclaim.DESERVED`, `FINAL_SHARE`,
     `FAIR_SHARING`)."""
 
 
@@ -95,101 +86,6 @@ class _Job:
     ready_at: float
     placed: bool = False
     placed_at: float = 0.0
-
-
-@dataclass
-class _State:
-    nodes: list[ModelNode]
-    used: dict[str, int]
-    held_by: dict[str, str | None]
-    """node -> the gang (job name) its reservation is for."""
-
-
-def _free(state: _State, node: ModelNode) -> int:
-    return node.gpus - state.used[node.name]
-
-
-def _used_in(state: _State, members: Sequence[ModelNode]) -> int:
-    return sum(state.used[n.name] for n in members)
-
-
-class _Topology:
-    def __init__(self, nodes: Sequence[ModelNode]):
-        self.racks: dict[str, list[ModelNode]] = {}
-        self.spines: dict[str, list[ModelNode]] = {}
-        for node in nodes:
-            self.racks.setdefault(node.rack, []).append(node)
-            self.spines.setdefault(node.spine, []).append(node)
-        self.rack_gpus = {rack: sum(n.gpus for n in members) for rack, members in self.racks.items()}
-        self.spine_gpus = {spine: sum(n.gpus for n in members) for spine, members in self.spines.items()}
-
-
-@dataclass(frozen=True)
-class _DomainsUsed:
-    """GPUs in use per rack and spine of the candidate nodes, summed once per pod placed (not once per candidate:
-    at 1,000 nodes that sum was most of a start estimate's time)."""
-
-    racks: dict[str, int]
-    spines: dict[str, int]
-
-    @classmethod
-    def of(cls, state: _State, topo: _Topology, candidates: Sequence[ModelNode]) -> "_DomainsUsed":
-        racks = {rack: _used_in(state, topo.racks[rack]) for rack in {n.rack for n in candidates}}
-        spines = {spine: _used_in(state, topo.spines[spine]) for spine in {n.spine for n in candidates}}
-        return cls(racks, spines)
-
-
-def _node_score(state: _State, topo: _Topology, node: ModelNode, gpus: int, used: _DomainsUsed) -> float:
-    """binpack on GPUs plus the HyperNode binpack for normal pods (rack tier 1, spine tier 2 faded)."""
-    binpack = (state.used[node.name] + gpus) / node.gpus
-    rack_used, rack_total = used.racks[node.rack], topo.rack_gpus[node.rack]
-    spine_used, spine_total = used.spines[node.spine], topo.spine_gpus[node.spine]
-    hyper = ((rack_used + gpus) / rack_total + NORMAL_POD_FADING * (spine_used + gpus) / spine_total) / (1 + NORMAL_POD_FADING)
-    return binpack + hyper
-
-
-def _place_pods(state: _State, topo: _Topology, members: Sequence[ModelNode], pods: int, gpus: int, job: str,
-                rng: random.Random) -> list[str] | None:
-    """Nodes for `pods` pods of `gpus` GPUs within `members`, one at a time by score; None if not all fit.
-    Tentative: the caller undoes the fills when it discards the result."""
-    chosen: list[str] = []
-    for _ in range(pods):
-        fits = [n for n in members if _free(state, n) >= gpus and state.held_by[n.name] in (None, job)]
-        if not fits:
-            for name in chosen:
-                state.used[name] -= gpus
-            return None
-        used = _DomainsUsed.of(state, topo, fits)
-        scores = [(_node_score(state, topo, n, gpus, used), n) for n in fits]
-        best = max(score for score, _ in scores)
-        node = rng.choice([n for score, n in scores if score >= best - 1e-12])
-        state.used[node.name] += gpus
-        chosen.append(node.name)
-    return chosen
-
-
-def _place(state: _State, topo: _Topology, job: TraceJob, rng: random.Random) -> list[str] | None:
-    """Where the job's pods go now, or None (nothing is filled then)."""
-    if job.tier is None:
-        return _place_pods(state, topo, state.nodes, job.pods, job.gpus_per_pod, job.name, rng)
-    gradients = [(topo.racks, topo.rack_gpus)] if job.tier == RACK_TIER else \
-        [(topo.racks, topo.rack_gpus), (topo.spines, topo.spine_gpus)] if job.tier == SPINE_TIER else []
-    for domains, totals in gradients:
-        solutions = []
-        for name, members in sorted(domains.items()):
-            chosen = _place_pods(state, topo, members, job.pods, job.gpus_per_pod, job.name, rng)
-            if chosen is None:
-                continue
-            solutions.append((_used_in(state, members) / totals[name], name, chosen))
-            for node in chosen:
-                state.used[node] -= job.gpus_per_pod
-        if solutions:
-            best = max(score for score, _, _ in solutions)
-            _, _, chosen = rng.choice([s for s in solutions if s[0] >= best - 1e-12])
-            for node in chosen:
-                state.used[node] += job.gpus_per_pod
-            return chosen
-    return None
 
 
 def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, allocated: Mapping[str, int],
@@ -230,8 +126,8 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
     `already_running`: jobs already placed at time 0 (each with one node per pod), ending after their `duration` (the
     time they have left): a live cluster's state, from which the trace's jobs are to start."""
     rng = random.Random(seed)
-    state = _State(nodes=list(nodes), used={n.name: 0 for n in nodes}, held_by={n.name: None for n in nodes})
-    topo = _Topology(nodes)
+    state = NodeUse(nodes=list(nodes), used={n.name: 0 for n in nodes}, held_by={n.name: None for n in nodes})
+    topo = Topology(nodes)
     capacity = sum(n.gpus for n in nodes)
     jobs = [_Job(j, j.arrival + policy.submit_latency_s) for j in sorted(trace, key=lambda j: (j.arrival, j.name))]
     submitted = {j.name: j.arrival for j in trace}
@@ -329,7 +225,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         # what any placement needs at least: a cheap refusal for most jobs on a full cluster (at 1,000 nodes and
         # 2,000 waiting gangs, scanning every node for each of them was nearly all of a start estimate)
         free_total = capacity - sum(state.used.values())
-        largest_free = max((_free(state, n) for n in state.nodes), default=0)
+        largest_free = max((free_gpus(state, n) for n in state.nodes), default=0)
         while order:
             _, queue = heapq.heappop(order)
             if policy.queue_plugin == "proportion" and allocated[queue] >= deserved[queue]:
@@ -338,12 +234,12 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
             cursor[queue] += 1
             limit = deserved[queue] if policy.queue_plugin == "proportion" else policy.capability.get(queue, capacity)
             room = job.trace.gpus <= free_total and job.trace.gpus_per_pod <= largest_free
-            chosen = _place(state, topo, job.trace, rng) if room and allocated[queue] + job.trace.gpus <= limit + 1e-9 \
+            chosen = place(state, topo, job.trace, rng) if room and allocated[queue] + job.trace.gpus <= limit + 1e-9 \
                 else None
             if chosen is not None:
                 placed_any = True
                 free_total -= job.trace.gpus
-                largest_free = max((_free(state, n) for n in state.nodes), default=0)
+                largest_free = max((free_gpus(state, n) for n in state.nodes), default=0)
                 job.placed, job.placed_at = True, t
                 allocated[queue] += job.trace.gpus
                 bound = t + policy.bind_latency_s
@@ -372,10 +268,10 @@ def _next_cycle(t: float, cycle_s: float, jobs: Sequence[_Job], ends: Sequence[t
     return round(t + max(1, math.ceil(round((event - t) / cycle_s, 6))) * cycle_s, 6)
 
 
-def _reclaim(state: _State, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],
+def _reclaim(state: NodeUse, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],
              weights: Mapping[str, float], policy: ModelPolicy, capacity: int, t: float, inflight: Sequence[_Flight],
              evicted: set[str]) -> reclaim.Eviction | None:
-    """trainyard's gang-aware reclaim (`capacity.reclaim.plan`) on the model's state; nodes and gangs of
+    """trainyard's gang-aware reclaim (`scheduling.reclaim.plan`) on the model's state; nodes and gangs of
     evictions in flight are left out."""
     held: dict[str, tuple[str, int, set[str], float]] = {}
     for pod in live.values():
@@ -397,7 +293,7 @@ def _reclaim(state: _State, pending: Sequence[_Job], live: Mapping[int, _Pod], a
                         protected, policy.reclaim_rule)
 
 
-def _nodes(state: _State) -> list[Node]:
+def _nodes(state: NodeUse) -> list[Node]:
     return [Node(name=n.name, rack=n.rack, spine=n.spine, allocatable={GPU: Fraction(n.gpus)},
                  used={GPU: Fraction(state.used[n.name])}) for n in state.nodes]
 
@@ -414,7 +310,7 @@ def _deserved_shares(policy: ModelPolicy, weights: Mapping[str, float], capacity
     return {q: Fraction(policy.deserved.get(q) or shares[q]) for q in weights}
 
 
-def _reserve(state: _State, pending: Sequence[_Job], allocated: Mapping[str, int], weights: Mapping[str, float],
+def _reserve(state: NodeUse, pending: Sequence[_Job], allocated: Mapping[str, int], weights: Mapping[str, float],
              policy: ModelPolicy, capacity: int, current: Reservation | None, t: float) -> Reservation | None:
     wanted = plan(_nodes(state), _gangs(pending, t), {q: Fraction(v) for q, v in allocated.items()},
                   _deserved_shares(policy, weights, capacity), current, policy.reserve_after_s or 0.0)

@@ -18,8 +18,8 @@ from fractions import Fraction
 from typing import Iterable, Mapping
 
 from trainyard import k8s as K
-from trainyard.capacity.model import GPU, Node, waiting_groups
-from trainyard.capacity.placement import ANYWHERE, Placement
+from trainyard.scheduling.cluster_state import GPU, Node, waiting_groups
+from trainyard.scheduling.placement import ANYWHERE, Placement
 from trainyard.timestamps import parse_time
 
 MAX_TAINT_VALUE = 63
@@ -36,7 +36,7 @@ class WaitingGang:
     """Hard network topology: highest HyperNode tier allowed (1 rack, 2 spine), None: anywhere."""
     waiting_s: float
     placement: Placement = ANYWHERE
-    """The node constraints of its pods (`capacity.placement`): nodes it cannot use are never freed for it."""
+    """The node constraints of its pods (`scheduling.placement`): nodes it cannot use are never freed for it."""
 
     def may_use(self, node: Node) -> bool:
         return self.placement.allows(node.name, node.labels, node.taints)
