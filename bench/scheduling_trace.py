@@ -65,7 +65,7 @@ PROFILES = {"gang": SchedulerSettings(profile="gang"),
             "gang-capacity-reclaim-kueue-hold": SchedulerSettings(profile="gang", queue_plugin="capacity"),
             "fair-share": SchedulerSettings(profile="fair-share"), KUBE_SCHEDULER: None}
 DEFAULT_PROFILES = ("gang", "gang-overcommit", "fair-share", KUBE_SCHEDULER)
-"""The elastic-queue experiments (docs/tests.md "Toward 95 %") run only when asked for."""
+"""The elastic-queue and reclaim profiles (docs/tests.md, scheduling_trace) run only when asked for."""
 RESERVE_AFTER_S = {"gang-capacity-reserve": 20.0}
 """Profiles that run trainyard's gang reservation (`trainyard.capacity.reserver`) during the replay: seconds a
 gang of a queue below its deserved share waits before nodes are held for it."""
@@ -244,6 +244,16 @@ def model_policy(profile: str, capacity: int) -> ModelPolicy | None:
             }.get(profile)
 
 
+def replay_of_seed(document: dict, seed: int) -> dict:
+    """The profiles' figures of the real replay of trace `seed`: from a `trainyard bench run scheduling_trace`
+    document (one run per seed) or from one run's own output."""
+    runs = document["runs"] if document.get("format", "").startswith("trainyard-bench/") else [document]
+    found = [run["results"] for run in runs if run["seed"] == seed]
+    if not found:
+        raise SystemExit(f"no real replay of seed {seed} to calibrate against (seeds: {[r['seed'] for r in runs]})")
+    return found[-1]
+
+
 def model_main(args, spec: ClusterSpec, trace) -> int:
     """Each modelled profile, `args.model` seeds: the mean figures, and beside the real runs with --calibrate."""
     nodes = [ModelNode(n["metadata"]["name"], n["metadata"]["labels"][K.RACK_LABEL], n["metadata"]["labels"][K.SPINE_LABEL],
@@ -253,7 +263,7 @@ def model_main(args, spec: ClusterSpec, trace) -> int:
     weights = {t.name: t.weight for t in DEFAULT_TENANTS}
     real = {}
     for path in args.calibrate:  # a profile run in several files: the last file's run
-        real.update(json.loads(path.read_text())["results"])
+        real.update(replay_of_seed(json.loads(path.read_text()), args.seed))
     rows, document = [], {}
     for profile in args.profiles.split(","):
         policy = model_policy(profile, capacity)

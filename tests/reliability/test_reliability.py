@@ -1,7 +1,7 @@
 """Reliability figures from the real local cluster: the controller killed mid-burst, the API server restarted
 mid-burst, watches expired (410) while the controller was paused, and a paused leader replaced.
 
-Each test prints its figures (`[reliability] ...`); docs/tests.md's table comes from these lines. They restart the
+Each test prints what it measured (`[reliability] ...`); docs/tests.md lists what each one asserts. They restart the
 shared cluster's API server and controller, then leave both healthy (leading again) for the suites after them.
 """
 
