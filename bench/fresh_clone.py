@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The README's commands as a new user meets them: a fresh `git clone` of this checkout's HEAD, `make up` (a new
 venv from PyPI, the warm toolchain from ~/.cache/trainyard, the local cluster and `pulumi up` of the local stack),
-the example TrainJob submitted as a tenant user until it is Complete, `trainyard report`, then `make down`.
+the example TrainJob submitted as a tenant user until it is Complete, `trainyard fit`, `trainyard report`, `trainyard
+usage`, then `make down`: the README's five-minute tour.
 Prints the wall time of each step and fails (exit 1) when a step fails; `--out DIR` writes DIR/fresh_clone.json.
 
 Usage: .venv/bin/python bench/fresh_clone.py [--out DIR] [--keep-clone]
@@ -21,11 +22,11 @@ import time
 from pathlib import Path
 
 from trainyard.benchkit import finish_record, run_record
-from trainyard.cluster.state import ClusterPaths
-from trainyard.toolchain.versions import binary
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "examples/torch-distributed-team-a.yaml"
+TOUR_ENV = 'eval "$(.venv/bin/trainyard cluster env)" && '
+"""What the README's tour runs first in the shell: KUBECONFIG and the pinned kubectl."""
 
 
 def timed(what: str, command: list[str], cwd: Path, env: dict | None = None, timeout: float = 3600) -> float:
@@ -39,12 +40,17 @@ def timed(what: str, command: list[str], cwd: Path, env: dict | None = None, tim
     return seconds
 
 
+def tour(line: str) -> list[str]:
+    """A line of the README's tour, run as a user's shell runs it after the tour's `eval`."""
+    return ["bash", "-c", TOUR_ENV + line]
+
+
 def until_complete(clone: Path, env: dict, name: str, timeout: float = 300) -> float:
     """Seconds from now until the TrainJob has condition Complete=True."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        run = subprocess.run(["kubectl", "get", "trainjob", name, "-n", "team-a", "-o",
-                              "jsonpath={.status.conditions[?(@.type=='Complete')].status}"],
+        run = subprocess.run(tour(f"kubectl get trainjob {name} -n team-a -o "
+                                  "jsonpath='{.status.conditions[?(@.type==\"Complete\")].status}'"),
                              cwd=clone, env=env, capture_output=True, text=True)
         if run.stdout.strip() == "True":
             return round(time.monotonic() - started, 1)
@@ -64,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict = {}
     try:
         figures["make_up_seconds"] = timed("make up", ["make", "up"], clone, env)
-        kube = {**env, "KUBECONFIG": str(ClusterPaths.for_name("trainyard").kubeconfig),
-                "PATH": f"{binary('kubectl').parent}{os.pathsep}{env.get('PATH', '')}"}
-        created = subprocess.run(["kubectl", "create", "-f", EXAMPLE, "--as", "alice", "--as-group", "team-a-users",
-                                  "-o", "jsonpath={.metadata.name}"], cwd=clone, env=kube, capture_output=True,
-                                 text=True, check=True).stdout.strip()
-        figures["example_complete_seconds"] = until_complete(clone, kube, created)
+        figures["fit_seconds"] = timed("trainyard fit", [".venv/bin/trainyard", "fit", EXAMPLE], clone, env)
+        created = subprocess.run(tour(f"kubectl create -f {EXAMPLE} --as alice --as-group team-a-users -o name"),
+                                 cwd=clone, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        figures["example_complete_seconds"] = until_complete(clone, env, created.split("/")[-1])
+        timed("kubectl get", tour("kubectl get trainjobs,jobsets,podgroups -n team-a"), clone, env)
         figures["report_seconds"] = timed("trainyard report", [".venv/bin/trainyard", "report"], clone, env)
+        figures["usage_seconds"] = timed("trainyard usage", [".venv/bin/trainyard", "usage", "--since", "1h"], clone, env)
     finally:
         figures["make_down_seconds"] = timed("make down", ["make", "down"], clone, env)
         if not args.keep_clone:

@@ -137,6 +137,20 @@ def test_cluster_up_again_changes_nothing_and_a_clash_on_its_ports_is_refused(ma
     assert all_pids() == main_job["pids"], "the refused cluster touched nothing of the running one"
 
 
+def test_the_tours_shell_lines_point_the_pinned_kubectl_at_the_cluster(main_job):
+    """The README's `eval "$(.venv/bin/trainyard cluster env)"`, in a clean shell: kubectl is the pinned one and
+    reads this cluster, whatever KUBECONFIG and PATH held before."""
+    script = (f'eval "$({TRAINYARD} cluster env --name {NAME})" && command -v kubectl && '
+              "kubectl get nodes -o name && kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}'")
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "KUBECONFIG": "/nonexistent"}
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    lines = shell.stdout.splitlines()
+    assert lines[0] == str(binary("kubectl"))
+    assert any(line.startswith("node/") for line in lines[1:-1]), lines
+    assert lines[-1].endswith(f":{SPEC.ports.port('apiserver')}"), lines[-1]
+
+
 def test_trainyard_down_leaves_no_process_no_listener_and_no_state(main_job):
     pids = main_job["pids"]
     result = trainyard("down", "--name", NAME, timeout=300)

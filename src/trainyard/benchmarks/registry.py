@@ -146,13 +146,15 @@ SETUP = Bench(
     script="bench/fresh_clone.py",
     measures="The README's commands on a fresh clone with the toolchain already built: `make up` (a new venv from "
              "PyPI, the local cluster, `pulumi up` of the local stack), the example TrainJob as a tenant user until "
-             "Complete, `trainyard report`, `make down`.",
+             "Complete, `trainyard fit`, `report` and `usage`, `make down`.",
     minutes=4.0,
     figures=(
         Figure("make_up_seconds", "make_up_seconds", "`make up` (warm toolchain, new venv)", unit="s", digits=0),
         Figure("example_complete_seconds", "example_complete_seconds", "example TrainJob created to Complete",
                unit="s", target=Target("<=", 60)),
+        Figure("fit_seconds", "fit_seconds", "`trainyard fit` of the example", unit="s", target=Target("<=", 5)),
         Figure("report_seconds", "report_seconds", "`trainyard report`", unit="s", target=Target("<=", 5)),
+        Figure("usage_seconds", "usage_seconds", "`trainyard usage --since 1h`", unit="s", target=Target("<=", 5)),
         Figure("make_down_seconds", "make_down_seconds", "`make down`", unit="s"),
     ),
 )

@@ -145,6 +145,25 @@ def kubeconfig(
     typer.echo(state["kubeconfig"])
 
 
+def shell_env(kubeconfig: str, kubectl_dir: str) -> str:
+    """The two lines `eval "$(trainyard cluster env)"` runs: the cluster's kubeconfig and the pinned kubectl first
+    on PATH (quoted for a POSIX shell)."""
+    import shlex
+
+    return f"export KUBECONFIG={shlex.quote(kubeconfig)}\nexport PATH={shlex.quote(kubectl_dir)}:\"$PATH\""
+
+
+@cluster_app.command("env")
+def env(name: str = NAME) -> None:
+    """Print shell lines that point kubectl at the cluster: `eval "$(.venv/bin/trainyard cluster env)"`."""
+    from trainyard.toolchain.versions import binary
+
+    state = local.read_state(name)
+    if not state:
+        fail(f"cluster {name!r} does not exist; start it with `trainyard cluster up --name {name}`")
+    typer.echo(shell_env(state["kubeconfig"], str(binary("kubectl").parent)))
+
+
 @cluster_app.command("load-image")
 def load_image(image: str = typer.Argument(..., help="An image trainyard builds: pause, training or controller."),
                name: str = NAME) -> None:
