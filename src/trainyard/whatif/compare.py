@@ -75,7 +75,7 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dic
     refused = {entry["job"] for entry in never}
     runnable = prioritized([job for job in trace if job.name not in refused], scenario)
     weights = scenario.weights
-    side: dict[str, Any] = {"allocation": None, "saturated_s": 0.0, "tenants": {}, "wait_by_size": {},
+    side: dict[str, Any] = {"allocation": None, "goodput": None, "saturated_s": 0.0, "tenants": {}, "wait_by_size": {},
                             "never_runnable": never, "not_modelled": list(scenario.not_modelled)}
     if not runnable or not scenario.nodes:
         side["tenants"] = {name: _tenant_figures(None, None, [], sum(1 for e in never if e["tenant"] == name))
@@ -87,6 +87,8 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dic
     capacity = scenario.capacity
     allocation, saturated_s = M.allocation_while_saturated(line, capacity)
     side["allocation"] = None if allocation is None else round(allocation, 4)
+    goodput = M.goodput_while_saturated(line, pods, capacity)
+    side["goodput"] = None if goodput is None else round(goodput, 4)
     side["saturated_s"] = round(saturated_s, 1)
     shares = _shares(line, scenario)
     delays = M.queueing_delays(runnable, grouped, submitted)
@@ -182,6 +184,9 @@ def table_rows(result: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     rows = [["", "current", "proposed", "change"],
             ["GPU allocation (saturated)", _pct(cur["allocation"]), _pct(new["allocation"]),
              _delta(cur["allocation"], new["allocation"])]]
+    if any(side.get("goodput") != side["allocation"] for side in (cur, new)):  # work was lost to evictions
+        rows.append(["GPU goodput (work kept)", _pct(cur.get("goodput")), _pct(new.get("goodput")),
+                     _delta(cur.get("goodput"), new.get("goodput"))])
     for name in sorted(set(cur["tenants"]) | set(new["tenants"])):
         a, b = cur["tenants"].get(name, {}), new["tenants"].get(name, {})
         rows.append([f"{name} share / entitlement",

@@ -101,3 +101,30 @@ def test_the_same_seed_gives_the_same_what_if(tmp_path):
     assert 0 < side["allocation"] <= 1
     for figures in side["tenants"].values():
         assert set(figures) >= {"share", "entitlement", "wait_p50_s", "wait_p95_s"}
+
+
+def test_goodput_shows_beside_allocation_when_the_proposal_evicts_work(tmp_path):
+    """Elastic queues with the controller's reclaim: team-b's long jobs borrow the whole cluster, team-a's gang
+    takes its share back by suspending two of them, whose work so far is lost. The proposal's goodput (work kept)
+    falls below its allocation and the table says so; the current stack, which evicts nothing, has them equal."""
+    base = roomy(local_document())
+
+    def elastic_with_reclaim(doc):
+        doc["config"].setdefault("trainyard:scheduler", {})["queuePlugin"] = "capacity"
+        doc["config"]["trainyard:controllersRunLocally"] = False  # an in-cluster controller: the stack configures it
+        doc["config"]["trainyard:controller"] = {"reclaim": "fair-sharing", "webhook": {"certificate": "cert-manager"}}
+        for tenant in tenants(doc).values():
+            tenant["queue"]["deserved"] = {"nvidia.com/gpu": 16}
+
+    trace = ([TraceJob(f"b{i}", "team-b", 0.0, 900.0, 1, 8, None) for i in range(4)]
+             + [TraceJob("a-gang", "team-a", 30.0, 120.0, 2, 8, None)]
+             + [TraceJob(f"b-late{i}", "team-b", 40.0, 900.0, 1, 8, None) for i in range(2)])
+    result = compare(scenario(config(base, tmp_path, "a.yaml")),
+                     scenario(config(edited(base, elastic_with_reclaim), tmp_path, "b.yaml")), trace, seed=0)
+    current, proposed = result["current"], result["proposed"]
+    assert current["goodput"] == current["allocation"]
+    assert proposed["goodput"] < proposed["allocation"]
+    rows = {row[0]: row for row in table_rows(result)}
+    assert "GPU goodput (work kept)" in rows
+    plain = compare(scenario(config(base, tmp_path, "c.yaml")), scenario(config(base, tmp_path, "d.yaml")), trace, 0)
+    assert "GPU goodput (work kept)" not in {row[0] for row in table_rows(plain)}
