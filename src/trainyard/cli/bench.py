@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from trainyard.benchmarks import docs as bench_docs
-from trainyard.benchmarks.aggregate import missed_targets
+from trainyard.benchmarks.aggregate import FigureMissing, missed_targets
 from trainyard.benchmarks.registry import BENCHES, bench_named
 from trainyard.benchmarks.runner import run_bench
 from trainyard.paths import repo_root
@@ -80,7 +80,11 @@ def run(names: Optional[List[str]] = typer.Argument(None, help="Benches to run (
             typer.echo(f"[bench {bench.name}] skipped: it reads the results of {', '.join(lacking)}, which have no "
                        f"current run (`trainyard bench run {lacking[0]}`)")
             continue
-        document = run_bench(bench, root, results_dir, repeats=repeats, quick=quick, echo=typer.echo)
+        try:
+            document = run_bench(bench, root, results_dir, repeats=repeats, quick=quick, echo=typer.echo)
+        except (RuntimeError, FigureMissing) as exc:  # a run that wrote nothing, or not the figures declared
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1)
         missed += missed_targets(document)
         typer.echo(f"[bench {bench.name}] wrote {results_dir / (bench.name + '.json')}")
     for line in missed:

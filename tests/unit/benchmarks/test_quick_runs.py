@@ -31,3 +31,21 @@ def test_reduced_run_keeps_every_target(bench, tmp_path):
 def test_docs_quote_what_the_results_files_say():
     result = CliRunner().invoke(app, ["bench", "docs", "--check"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["bench", "run"], 2, "name the benches to run, or give --all"),
+    (["bench", "run", "fast", "--all"], 2, "name the benches to run, or give --all"),
+    (["bench", "run", "no_such_bench"], 2, "no bench 'no_such_bench'; the benches are bad_input"),
+    (["bench", "run", "scale", "--quick"], 2, "scale has no reduced run; drop --quick"),
+])
+def test_bench_run_refuses_what_it_cannot_run_and_says_what_to_do(args, code, words):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == code and words in result.output, result.output
+
+
+def test_bench_list_json_names_every_bench_and_whether_make_test_runs_it():
+    rows = json.loads(CliRunner().invoke(app, ["bench", "list", "--json"]).output)
+    assert [row["name"] for row in rows] == [b.name for b in BENCHES]
+    assert {row["name"] for row in rows if row["in_make_test"]} >= {"bad_input", "bad_files", "whatif",
+                                                                     "model_calibration"}
