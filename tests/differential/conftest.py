@@ -14,8 +14,9 @@ from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.toolchain.build import ensure_built
 
-# TrainJobStatus off on both sides: upstream's manager cannot run it out of cluster (see cluster/spec.py), and
-# with it on trainyard would add the status server's env, token and CA to every trainer pod.
+# TrainJobStatus off on both sides: upstream's manager cannot run it out of cluster (see
+# cluster/controller_configs.py), and with it on trainyard would add the status server's env, token and CA to every
+# trainer pod.
 DIFF_CLUSTER = ClusterSpec(name=os.environ.get("TRAINYARD_DIFF_CLUSTER", "trainyard-diff"), nodes=2, gpus_per_node=8,
                            racks=1, port_base=int(os.environ.get("TRAINYARD_DIFF_PORT_BASE", "29000")),
                            feature_gates="TrainJobStatus=false", trainjob_controller="upstream", monitoring=False)

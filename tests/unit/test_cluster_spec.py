@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster import spec as s
+from trainyard.cluster import controller_configs as configs, spec as s
 
 
 def test_defaults_match_the_contract():
@@ -81,7 +81,7 @@ def test_ports_are_distinct_and_loopback_only():
 
 
 def test_jobset_config_runs_out_of_cluster():
-    cfg = s.jobset_config(s.ClusterSpec(port_base=20000), Path("/certs"))
+    cfg = configs.jobset_config(s.ClusterSpec(port_base=20000), Path("/certs"))
     assert cfg["leaderElection"]["leaderElect"] is False
     assert cfg["internalCertManagement"]["enable"] is False
     assert cfg["webhook"]["host"] == "127.0.0.1"
@@ -92,7 +92,7 @@ def test_webhook_configuration_is_pointed_at_a_url():
     manifest = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                 "metadata": {"name": "m"}, "webhooks": [{"name": "a", "clientConfig": {
                     "service": {"name": "svc", "namespace": "ns", "path": "/mutate-x"}}}]}
-    out = s.url_webhook_configuration(manifest, "https://127.0.0.1:1", "Q0E=")
+    out = configs.url_webhook_configuration(manifest, "https://127.0.0.1:1", "Q0E=")
     assert out["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:1/mutate-x", "caBundle": "Q0E="}
     assert manifest["webhooks"][0]["clientConfig"]["service"], "input is not mutated"
 

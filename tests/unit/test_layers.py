@@ -25,6 +25,9 @@ import graph is acyclic. The pure scheduling model (cluster state as capacity, f
 reclaim, the vc-scheduler simulator, start estimates) is one package, trainyard.scheduling, that capacity,
 schedtrace and whatif use.
 
+No source module is longer than 400 lines (`MAX_MODULE_LINES`): a longer one is split into cohesive modules whose
+names say what each holds.
+
 Each rule is a function over a scanned tree (`scan_tree`), run on the real tree and on planted scratch trees.
 """
 
@@ -64,6 +67,8 @@ CORE_FORBIDS = ("kubernetes", "pulumi", "pulumi_kubernetes", "http", "socket", "
                 "urllib", "typer", "trainyard.toolchain", "trainyard.images")
 """Modules the pure controller core never imports: I/O clients, and the toolchain floor, which reads pins, caches
 and built files (the runtime owns all I/O and hands the core what it read)."""
+MAX_MODULE_LINES = 400
+"""The most lines a source module may have (every module of the distribution: src/, controller/, platform/, ...)."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,15 @@ def sibling_cycles(scans: dict[str, Scan]) -> list[list[str]]:
     return strongly_connected(graph)
 
 
+def long_modules(root: Path = ROOT, dirs: dict[str, str] | None = None, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """Source modules of more than `limit` lines, each as "its path in the tree: N lines"."""
+    out = []
+    for path, _ in source_modules(root, dirs).values():
+        if (count := len(path.read_text().splitlines())) > limit:
+            out.append(f"{path.relative_to(root)}: {count} lines (at most {limit})")
+    return sorted(out)
+
+
 @pytest.fixture(scope="module")
 def real_tree() -> dict[str, Scan]:
     return scan_tree()
@@ -289,6 +303,11 @@ def test_no_module_cycles(all_imports):
             graph.setdefault(item.module, set()).add(item.target)
     cycles = strongly_connected(graph)
     assert not cycles, f"module cycles: {cycles}"
+
+
+def test_no_source_module_is_over_the_line_limit():
+    found = long_modules()
+    assert not found, "split these into cohesive modules (no re-export shims):\n" + "\n".join(found)
 
 
 def source_modules_set() -> set[str]:
@@ -423,6 +442,12 @@ def test_a_cycle_between_sibling_packages_is_found_even_inside_a_function(tmp_pa
         "src/trainyard/schedtrace/model.py": "def simulate():\n    from trainyard.capacity import fit\n",
         "src/trainyard/whatif/run.py": "from trainyard.capacity import fit\n"})
     assert sibling_cycles(tree) == [["trainyard.capacity", "trainyard.schedtrace"]]
+
+
+def test_a_module_over_the_line_limit_is_found_by_path_and_length(tmp_path):
+    planted_tree(tmp_path, {"src/trainyard/cluster/long.py": "x = 1\n" * 401,
+                            "controller/plugins/at_limit.py": "x = 1\n" * MAX_MODULE_LINES})
+    assert long_modules(tmp_path, PLANTED_DIRS) == ["src/trainyard/cluster/long.py: 401 lines (at most 400)"]
 
 
 def test_the_cycle_check_finds_a_cycle():

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainyard.cli.main import app
-from trainyard.cluster import spec as s
+from trainyard.cluster import controller_configs as configs, spec as s
 from trainyard.toolchain import recipes
 from trainyard.toolchain.versions import tool
 
@@ -33,7 +33,7 @@ def test_trainjob_controller_is_one_of_the_two(value, ok):
 @pytest.mark.parametrize("base", [26400, 28600, 20000])
 def test_trainer_config_listens_on_the_controller_ports_of_the_loopback(base):
     spec = s.ClusterSpec(port_base=base)
-    cfg = s.trainer_config(spec)
+    cfg = configs.trainer_config(spec)
     assert cfg["webhook"] == {"port": base + 31, "host": "127.0.0.1"}
     assert cfg["metrics"]["bindAddress"] == f"127.0.0.1:{base + 30}"
     assert cfg["health"]["healthProbeBindAddress"] == f"127.0.0.1:{base + 32}"
@@ -48,7 +48,7 @@ def test_trainer_config_listens_on_the_controller_ports_of_the_loopback(base):
     ("certManagement", {"enable": False}),
 ])
 def test_trainer_config_runs_out_of_cluster(field, expected):
-    assert s.trainer_config(s.ClusterSpec())[field] == expected
+    assert configs.trainer_config(s.ClusterSpec())[field] == expected
 
 
 @pytest.mark.parametrize("gates,expected", [
@@ -58,20 +58,20 @@ def test_trainer_config_runs_out_of_cluster(field, expected):
 ])
 def test_trainer_config_turns_off_what_needs_the_in_cluster_token(gates, expected):
     """TrainJobStatus's status server reads the pod's service-account token; out of cluster the manager exits."""
-    assert s.trainer_config(s.ClusterSpec(feature_gates=gates))["featureGates"] == expected
+    assert configs.trainer_config(s.ClusterSpec(feature_gates=gates))["featureGates"] == expected
 
 
 def test_trainer_config_has_only_fields_upstream_decodes():
     """Upstream decodes the file strictly: an unknown field (certDir) would stop the manager."""
     known = {"apiVersion", "kind", "webhook", "leaderElection", "metrics", "health", "controller", "certManagement",
              "clientConnection", "statusServer", "featureGates", "tls"}
-    cfg = s.trainer_config(s.ClusterSpec())
+    cfg = configs.trainer_config(s.ClusterSpec())
     assert set(cfg) <= known
     assert set(cfg["webhook"]) <= {"port", "host"}
 
 
 def test_cert_dir_is_controller_runtimes_default_under_tmpdir():
-    assert s.trainer_cert_dir(Path("/c/tmp")) == Path("/c/tmp/k8s-webhook-server/serving-certs")
+    assert configs.trainer_cert_dir(Path("/c/tmp")) == Path("/c/tmp/k8s-webhook-server/serving-certs")
 
 
 @pytest.mark.parametrize("doc,ops,expected", [
@@ -84,13 +84,13 @@ def test_cert_dir_is_controller_runtimes_default_under_tmpdir():
 ])
 def test_json_patch(doc, ops, expected):
     before = repr(doc)
-    assert s.json_patch(doc, ops) == expected
+    assert configs.json_patch(doc, ops) == expected
     assert repr(doc) == before, "input is not mutated"
 
 
 def test_json_patch_refuses_what_it_does_not_implement():
     with pytest.raises(ValueError, match="remove"):
-        s.json_patch({"a": 1}, [{"op": "remove", "path": "/a"}])
+        configs.json_patch({"a": 1}, [{"op": "remove", "path": "/a"}])
 
 
 def _hook(name: str, path: str) -> dict:
@@ -112,7 +112,7 @@ def test_upstream_webhooks_are_renamed_selected_and_pointed_at_the_local_manager
         "ValidatingWebhookConfiguration": [{"op": "replace", "path": "/metadata/name", "value": "validator.x"},
                                            {"op": "add", "path": "/webhooks/0/objectSelector", "value": selector}],
     }
-    out = s.trainer_webhook_configurations(manifests, patches, "https://127.0.0.1:9", "Q0E=")
+    out = configs.trainer_webhook_configurations(manifests, patches, "https://127.0.0.1:9", "Q0E=")
     assert [o["metadata"]["name"] for o in out] == ["defaulter.x", "validator.x"]
     assert out[1]["webhooks"][0]["objectSelector"] == selector and "objectSelector" not in out[1]["webhooks"][1]
     assert [h["clientConfig"] for o in out for h in o["webhooks"]] == [

@@ -1,4 +1,5 @@
-"""`trainyard cluster up/down/status` for the kwok provider: the I/O side of cluster/spec.py."""
+"""`trainyard cluster up/down/status` for the kwok provider: the I/O side of cluster/spec.py and
+controller_configs.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, Callable
 import yaml
 
 from trainyard import k8s as K
-from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster import certs, controller_configs, spec as cluster_spec
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.platform import upstream
@@ -110,7 +111,7 @@ def _jobset_webhooks(ca_pem: bytes, spec: ClusterSpec, manifest: Path) -> list[d
     docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     out = []
     for doc in docs:
-        hooked = cluster_spec.url_webhook_configuration(doc, base, certs.ca_bundle(ca_pem))
+        hooked = controller_configs.url_webhook_configuration(doc, base, certs.ca_bundle(ca_pem))
         hooked["metadata"]["name"] = "jobset-" + hooked["metadata"]["name"]
         out.append(hooked)
     return out
@@ -205,7 +206,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True, real_nodes: Real
     ca_pem = certs.write_serving_pair(paths.certs)
     table = ProcessTable(paths.root)
     jobset_config = paths.root / "jobset-config.yaml"
-    jobset_config.write_text(yaml.safe_dump(cluster_spec.jobset_config(spec, paths.certs)))
+    jobset_config.write_text(yaml.safe_dump(controller_configs.jobset_config(spec, paths.certs)))
     echo("starting the JobSet controller")
     table.start(ProcessSpec("jobset", [str(binaries["jobset"]), "--kubeconfig", str(paths.kubeconfig),
                                        "--config", str(jobset_config), "--zap-log-level=info"]))

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import yaml
 
-from trainyard.cluster import certs, spec as cluster_spec
+from trainyard.cluster import certs, controller_configs
 from trainyard.cluster.state import ClusterError, ClusterPaths, kubectl, read_state
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
 from trainyard.cluster.spec import ClusterSpec
+from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.k8s import TRAINER_GROUP
 from trainyard.toolchain.versions import tool
 from trainyard.waiting import wait_for
@@ -138,15 +139,15 @@ def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
     kc("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{name}" for name in names])
 
     tmp_dir = paths.root / "tmp"
-    cert_dir = cluster_spec.trainer_cert_dir(tmp_dir)
+    cert_dir = controller_configs.trainer_cert_dir(tmp_dir)
     ca_pem = certs.write_serving_pair(cert_dir)
-    gates = cluster_spec.trainer_feature_gates(spec)
-    dropped = sorted(n for n, on in cluster_spec.parse_feature_gates(spec.feature_gates).items() if on and not gates[n])
+    gates = controller_configs.trainer_feature_gates(spec)
+    dropped = sorted(n for n, on in parse_feature_gates(spec.feature_gates).items() if on and not gates[n])
     if dropped:
         echo(f"feature gates off for the upstream controller out of cluster: {', '.join(dropped)} (its status "
              "server needs the in-cluster service-account token)")
     config_file = paths.root / "trainer-config.yaml"
-    config_file.write_text(yaml.safe_dump(cluster_spec.trainer_config(spec), sort_keys=False))
+    config_file.write_text(yaml.safe_dump(controller_configs.trainer_config(spec), sort_keys=False))
     table.start(ProcessSpec(PROCESS, [str(binary), "--config", str(config_file), "--kubeconfig",
                                       str(paths.kubeconfig), "--zap-log-level=info"], env={"TMPDIR": str(tmp_dir)}))
     ports = spec.ports
@@ -156,7 +157,7 @@ def start_upstream_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pro
         raise ClusterError(f"{UPSTREAM_BINARY} did not become ready; see {table.log_dir / (PROCESS + '.log')}")
     patches = {kind: yaml.safe_load(manifests[kind][0].read_text())
                for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")}
-    hooks = cluster_spec.trainer_webhook_configurations(
+    hooks = controller_configs.trainer_webhook_configurations(
         _load_all(manifests["webhooks"][0]), patches, f"https://127.0.0.1:{ports.port('controller_webhook')}",
         certs.ca_bundle(ca_pem))
     kc("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=yaml.safe_dump_all(hooks))
