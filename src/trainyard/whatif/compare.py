@@ -19,6 +19,7 @@ from trainyard.schedtrace import metrics as M
 from trainyard.scheduling.simulator import simulate
 from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
 from trainyard.stats import percentile
+from trainyard.whatif.limits import bindings, waits_of
 from trainyard.whatif.scenario import Scenario
 
 TIMELINE_STEP_S = 0.5
@@ -75,7 +76,8 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dic
     refused = {entry["job"] for entry in never}
     runnable = prioritized([job for job in trace if job.name not in refused], scenario)
     weights = scenario.weights
-    side: dict[str, Any] = {"allocation": None, "goodput": None, "saturated_s": 0.0, "tenants": {}, "wait_by_size": {},
+    side: dict[str, Any] = {"allocation": None, "goodput": None, "saturated_s": 0.0, "limits": {}, "tenants": {},
+                            "wait_by_size": {},
                             "never_runnable": never, "not_modelled": list(scenario.not_modelled)}
     if not runnable or not scenario.nodes:
         side["tenants"] = {name: _tenant_figures(None, None, [], sum(1 for e in never if e["tenant"] == name))
@@ -90,6 +92,7 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dic
     goodput = M.goodput_while_saturated(line, pods, capacity)
     side["goodput"] = None if goodput is None else round(goodput, 4)
     side["saturated_s"] = round(saturated_s, 1)
+    side["limits"] = bindings(line, scenario, waits_of(runnable, grouped, submitted, end))
     shares = _shares(line, scenario)
     delays = M.queueing_delays(runnable, grouped, submitted)
     by_tenant: dict[str, list[float]] = defaultdict(list)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from trainyard.whatif.compare import never_runnable_lines, table_rows
+from trainyard.whatif.limits import why_unchanged
 
 
 def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> str:
@@ -27,6 +28,7 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
     with console.capture() as capture:
         console.print(table)
     lines.append(capture.get().rstrip("\n"))
+    lines += why_unchanged(result)
     lines += never_runnable_lines(result)
     for side in ("current", "proposed"):
         for note in result[side]["not_modelled"]:
