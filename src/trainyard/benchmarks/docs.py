@@ -32,13 +32,16 @@ def spread(summary: dict, figure: Figure) -> str:
 
 
 def target_words(figure: Figure, summary: dict) -> str:
+    """The registry's target and whether every run kept it (targets are declarations: judged as declared now)."""
     if figure.target is None:
         return ""
-    verdict = "met" if summary.get("met") else "**missed**"
+    verdict = "met" if all(figure.target.met(v) for v in summary["values"]) else "**missed**"
     return f"{_target(figure.target, figure)}: {verdict}"
 
 
 def _target(target: Target, figure: Figure) -> str:
+    if target.op == "|x|<=":
+        return f"within ±{number(target.value, figure)}"
     return f"{target.op} {number(target.value, figure)}"
 
 

@@ -114,3 +114,18 @@ def test_suite_bench_reads_the_last_pytest_summary(output, counts):
     from bench_modules import load_bench
 
     assert load_bench("suite").pytest_counts(output) == counts
+
+
+@pytest.mark.parametrize("op, value, measured, met", [
+    ("<=", 10, 10, True), ("<=", 10, 10.1, False), (">=", 0.9, 0.89, False), ("==", 0, 0, True),
+    ("|x|<=", 5, -5.4, False), ("|x|<=", 5, -4.9, True), ("|x|<=", 5, 5.0, True),
+])
+def test_targets(op, value, measured, met):
+    assert Target(op, value).met(measured) is met
+
+
+def test_the_page_judges_every_run_against_the_target_declared_now():
+    """A target declared after the run is judged on the run's stored values, not on the verdict stored then."""
+    figure = Figure("dev", "dev", "deviation", unit="points", target=Target("|x|<=", 5))
+    stored = {"values": [-5.42, -3.9, -4.0], "met": True}
+    assert D.target_words(figure, stored) == "within ±5.0 points: **missed**"

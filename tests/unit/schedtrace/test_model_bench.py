@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bench_modules import load_bench
 
-RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results" / "scheduling_trace_elastic.json"
+RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results" / "scheduling_trace.json"
 
 
 def test_model_mode_replays_each_modelled_profile_per_seed_and_prints_the_calibration(tmp_path, capsys):
