@@ -19,12 +19,9 @@ import time
 from pathlib import Path
 
 import scheduling_trace as st
-from start_estimates import CALIBRATION_SEEDS
+from start_estimates import CALIBRATION_SEEDS, replayed
 
-from trainyard import k8s as K
 from trainyard.benchkit import finish_record, run_record
-from trainyard.cluster.spec import ClusterSpec, gpu_nodes
-from trainyard.scheduling.trace import Tenant, generate
 
 
 def real_runs(document: dict) -> list[dict]:
@@ -34,17 +31,9 @@ def real_runs(document: dict) -> list[dict]:
 
 def modelled(run: dict, profile: str, tie_seeds: int) -> list[dict]:
     """The model's figures for the run's trace, one per tie-break seed."""
-    cluster = run["cluster"]
-    spec = ClusterSpec(name="calibration", nodes=cluster["nodes"], racks=cluster["racks"], spines=cluster["spines"],
-                       monitoring=False)
-    capacity = spec.nodes * spec.gpus_per_node
-    tenants = tuple(Tenant(t["name"], t["weight"], t["load"]) for t in run["tenants"])
-    trace = generate(run["seed"], run["jobs"], capacity, tenants, duration_scale=run["duration_scale"],
-                     overload=run["overload"], rack_nodes=spec.nodes // spec.racks, spine_nodes=spec.nodes // spec.spines)
-    nodes = [st.ModelNode(n["metadata"]["name"], n["metadata"]["labels"][K.RACK_LABEL],
-                          n["metadata"]["labels"][K.SPINE_LABEL], spec.gpus_per_node) for n in gpu_nodes(spec)]
+    replay = replayed(run)
+    trace, nodes, weights, capacity = replay.trace, replay.nodes, replay.weights, replay.capacity
     rack_of, spine_of = {n.name: n.rack for n in nodes}, {n.name: n.spine for n in nodes}
-    weights = {t.name: float(t.weight) for t in tenants}
     policy = st.model_policy(profile, capacity)
     if policy is None:
         raise SystemExit(f"profile {profile} is not modelled")

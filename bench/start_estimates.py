@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainyard.benchkit import finish_record, run_record
@@ -68,10 +69,19 @@ def replays(document: dict, profile: str, exclude_seeds: set[int]) -> list[tuple
     return [(document["seed"], document, document["results"][profile]["records"])]
 
 
-def score(settings: dict, records: dict, stated: float | None, min_wait: float) -> list[dict]:
-    """One row per job that was still pending 1 s after its submission: its real wait and the estimate then."""
+@dataclass(frozen=True)
+class Replayed:
+    """A real replay's trace and cluster, rebuilt from the settings its run recorded (same seed, same trace)."""
+
+    trace: list
+    nodes: list[ModelNode]
+    weights: dict[str, float]
+    capacity: int
+
+
+def replayed(settings: dict) -> Replayed:
     cluster = settings["cluster"]
-    spec = ClusterSpec(name="estimates", nodes=cluster["nodes"], racks=cluster["racks"], spines=cluster["spines"],
+    spec = ClusterSpec(name="replayed", nodes=cluster["nodes"], racks=cluster["racks"], spines=cluster["spines"],
                        monitoring=False)
     capacity = spec.nodes * spec.gpus_per_node
     tenants = tuple(Tenant(t["name"], t["weight"], t["load"]) for t in settings["tenants"])
@@ -79,8 +89,14 @@ def score(settings: dict, records: dict, stated: float | None, min_wait: float) 
                      overload=settings["overload"], rack_nodes=spec.nodes // spec.racks,
                      spine_nodes=spec.nodes // spec.spines)
     nodes = [ModelNode(n["metadata"]["name"], n["metadata"]["labels"][K.RACK_LABEL],
-                     n["metadata"]["labels"][K.SPINE_LABEL], spec.gpus_per_node) for n in gpu_nodes(spec)]
-    weights = {t.name: float(t.weight) for t in tenants}
+                       n["metadata"]["labels"][K.SPINE_LABEL], spec.gpus_per_node) for n in gpu_nodes(spec)]
+    return Replayed(trace, nodes, {t.name: float(t.weight) for t in tenants}, capacity)
+
+
+def score(settings: dict, records: dict, stated: float | None, min_wait: float) -> list[dict]:
+    """One row per job that was still pending 1 s after its submission: its real wait and the estimate then."""
+    replay = replayed(settings)
+    trace, nodes, weights = replay.trace, replay.nodes, replay.weights
     submitted = records["submitted"]
     grouped = M.by_job([M.PodRecord(**pod) for pod in records["pods"]])
     rows = []
