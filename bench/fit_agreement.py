@@ -9,7 +9,7 @@ disagreement; asserts nothing.
 Agreement: fits -> placed; waits -> placed after room was made; refused ("can never start") -> refused at create or
 never placed within the window (the window is stated in the results).
 
-Usage: .venv/bin/python bench/fit_agreement.py [--count 200] [--seed 7] [--start-window 60] [--out DIR] [--keep]
+Usage: .venv/bin/python bench/fit_agreement.py [--count 100] [--seed 7] [--start-window 20] [--out DIR] [--keep]
 It starts its own cluster (name trainyard-fitbench, ports from 27800: 4 nodes x 8 GPUs, 2 racks, 1 spine).
 """
 
@@ -143,7 +143,7 @@ def generate(platform: Platform, count: int, seed: int) -> list[Case]:
 class Bench:
     """One cluster, set up once: ask fit, create, observe, delete, case after case."""
 
-    def __init__(self, cluster: str, platform: Platform, start_window: float = 60.0):
+    def __init__(self, cluster: str, platform: Platform, start_window: float = 20.0):
         from kubernetes import client, config
 
         self.cluster, self.platform, self.start_window = cluster, platform, start_window
@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None) -> int:
 
     record = run_record(["bench/fit_agreement.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--start-window", type=float, default=60.0, help="seconds a waiting job is given to start "
+    parser.add_argument("--start-window", type=float, default=20.0, help="seconds a waiting job is given to start "
                         "once room was made")
     parser.add_argument("--out", type=Path, help="write DIR/fit_agreement.json")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")

@@ -205,11 +205,11 @@ LONG_BENCHES: tuple[Bench, ...] = (
         measures="Generated TrainJobs asked to `trainyard fit`, then created on a 4-node cluster (idle or loaded): "
                  "fits must be placed, waits placed once room is made, refused refused at create or never placed "
                  "within the stated window.",
-        args=("--count", "200"),
+        args=("--count", "100"),
         repeat_args=("--seed", "{seed}"),
         seeds=(7, 8, 9),
         long=True,
-        minutes=12.0,
+        minutes=15.0,
         figures=(
             Figure("agreement", "agreement", "verdicts that then happened", unit="%", scale=100.0, target=Target(">=", 0.99)),
             Figure("disagreements", "disagreements#", "disagreements", digits=0),
