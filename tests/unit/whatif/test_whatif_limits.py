@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from trainyard.scheduling.trace import TraceJob
 from trainyard.schedtrace import metrics as M
 from trainyard.whatif.compare import compare
 from trainyard.whatif.limits import Wait, bindings, cap_kind, unchanged, why_unchanged
