@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainyard.benchkit import finish_record, run_record
-from trainyard.benchmarks.aggregate import results_document
+from trainyard.benchmarks.aggregate import FigureMissing, results_document
 from trainyard.benchmarks.registry import Bench
 
 
@@ -49,7 +49,13 @@ def run_bench(bench: Bench, root: Path, results_dir: Path, *, repeats: int | Non
         echo(f"[bench {bench.name}] run {repeat + 1}/{count} done in {walls[-1]:.0f} s (exit {code}); "
              f"{elapsed / 60:.1f} min so far, about {left / 60:.1f} min left")
     record["script_command"] = " ".join(script_command(bench, 0, Path("DIR"), quick=quick, python="python")[1:])
-    document = results_document(bench, runs, finish_record(record), quick=quick, exit_codes=codes, wall_seconds=walls)
     results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        document = results_document(bench, runs, finish_record(record), quick=quick, exit_codes=codes,
+                                     wall_seconds=walls)
+    except FigureMissing as exc:  # keep what the runs wrote: a long run is not lost to a registry mismatch
+        kept = results_dir / f"{bench.name}.runs-without-figures.json"
+        kept.write_text(json.dumps({**record, "runs": runs}, indent=1) + "\n")
+        raise FigureMissing(f"{exc}; the runs are kept in {kept}") from exc
     (results_dir / f"{bench.name}.json").write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
     return document

@@ -108,7 +108,10 @@ def test_results_files_are_written_only_by_the_runner():
     ("..\n==== 2259 passed in 2603.12s (0:43:23) ====\n", {"passed": 2259, "pytest_seconds": 2603.12}),
     ("= 3 failed, 10 passed, 2 skipped in 12.5s =", {"failed": 3, "passed": 10, "skipped": 2, "pytest_seconds": 12.5}),
     ("= slowest 25 durations =\n= 7 passed in 1.0s =", {"passed": 7, "pytest_seconds": 1.0}),
+    ("..\n2446 passed, 3 warnings in 2630.19s (0:43:50)\nException occurred during processing of request",
+     {"passed": 2446, "warnings": 3, "pytest_seconds": 2630.19}),                      # -q: no banners
     ("no summary", {}),
+    ("took 12 passes in 3s of thought", {}),
 ])
 def test_suite_bench_reads_the_last_pytest_summary(output, counts):
     from bench_modules import load_bench

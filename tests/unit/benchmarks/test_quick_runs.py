@@ -49,3 +49,19 @@ def test_bench_list_json_names_every_bench_and_whether_make_test_runs_it():
     assert [row["name"] for row in rows] == [b.name for b in BENCHES]
     assert {row["name"] for row in rows if row["in_make_test"]} >= {"bad_input", "bad_files", "whatif",
                                                                      "model_calibration"}
+
+
+def test_runs_whose_output_lacks_a_declared_figure_are_kept_and_the_error_names_them(tmp_path):
+    """A long run is not lost when its script and the registry disagree: the runs are written beside the results."""
+    import dataclasses
+
+    from trainyard.benchmarks.aggregate import FigureMissing
+    from trainyard.benchmarks.registry import Figure, bench_named
+
+    whatif = bench_named("whatif")
+    broken = dataclasses.replace(whatif, figures=(Figure("absent", "no.such.figure", "absent"),))
+    with pytest.raises(FigureMissing, match="runs are kept in"):
+        run_bench(broken, repo_root(), tmp_path, quick=True, echo=lambda _: None)
+    kept = json.loads((tmp_path / "whatif.runs-without-figures.json").read_text())
+    assert len(kept["runs"]) == 1 and kept["runs"][0]["results"]["stacks"]["local"]["seconds"] > 0
+    assert not (tmp_path / "whatif.json").exists()
