@@ -11,7 +11,6 @@ Usage: .venv/bin/python bench/bad_files.py [--class NAME ...] [--out DIR]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.k8s import TRAINER_API_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,9 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     counts = run_classes(lambda case: not args.classes or case.klass in args.classes)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        record["results"] = outcome_counts(counts, time.monotonic() - started)
-        (args.out / "bad_files.json").write_text(json.dumps(finish_record(record), indent=1) + "\n")
+        write_results(args.out, "bad_files", record, outcome_counts(counts, time.monotonic() - started))
     print(f"{'class':<16} " + " ".join(f"{o:>17}" for o in OUTCOMES))
     failed = False
     for klass, tally in counts.items():

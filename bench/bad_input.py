@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import re
 import sys
 import time
@@ -34,7 +33,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from trainyard import k8s as K
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.controller.admission import admission_review_response
 from trainyard.controller.build import build_objects
 from trainyard.controller.errors import ControllerError
@@ -340,10 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     _print("stack configs", stack_tally, time.monotonic() - middle, build=False)
     bad = sum((pair_tally.unexpected + pair_tally.unclear + stack_tally.unexpected + stack_tally.unclear).values())
     if args.out:
-        record["results"] = {"pairs": _counts(pair_tally), "stacks": _counts(stack_tally),
-                             "seconds": round(time.monotonic() - start, 1)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bad_input.json").write_text(json.dumps(finish_record(record), indent=2, sort_keys=True) + "\n")
+        write_results(args.out, "bad_input", record, {"pairs": _counts(pair_tally), "stacks": _counts(stack_tally),
+                                                       "seconds": round(time.monotonic() - start, 1)})
     return 1 if bad else 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from trainyard import k8s as K
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -154,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             local.down(spec.name, echo=lambda *_: None)
     print(json.dumps(figures, indent=2))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "controller_throughput.json").write_text(
-            json.dumps({**finish_record(record), "results": figures}, indent=2))
+        write_results(args.out, "controller_throughput", record, figures)
     return 0
 
 

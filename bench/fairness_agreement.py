@@ -16,12 +16,11 @@ It starts its own cluster (trainyard-fair, ports from 29900) and stops it afterw
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.cluster import local
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.schedtrace import summary
@@ -103,12 +102,10 @@ def main(argv=None) -> int:
               f"{'-' if diff is None else f'{100 * diff:.2f} %':>10}")
     print(f"\nworst relative difference: {'-' if worst is None else f'{100 * worst:.2f} %'} (bar: 2 %); "
           f"jobs finished {from_records['jobs_finished']}/{len(trace)}, unfinished {record.unfinished}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "fairness_agreement.json"
     results = {"seed": args.seed, "jobs": args.jobs, "duration_scale": args.duration_scale, "nodes": args.nodes,
                "figures": figures, "worst_relative_difference": worst, "jain_index": from_prometheus.get("jain_index"),
                "starvation": {t: v["starvation"] for t, v in from_prometheus["tenants"].items()}}
-    path.write_text(json.dumps({**finish_record(record), "results": results}, indent=2))
+    path = write_results(args.out, "fairness_agreement", record, results)
     print(f"wrote {path}")
     return 0
 

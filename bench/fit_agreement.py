@@ -325,7 +325,7 @@ def run_all(bench: Bench, cases: list[Case], echo=print) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainyard.benchkit import finish_record, run_record
+    from trainyard.benchkit import run_record, write_results
     from trainyard.toolchain.build import ensure_built
 
     record = run_record(["bench/fit_agreement.py", *(sys.argv[1:] if argv is None else argv)])
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         results = {**figures, "seed": args.seed, "start_window_seconds": args.start_window,
                    "seconds": round(time.monotonic() - started, 1)}
-        (args.out / "fit_agreement.json").write_text(json.dumps({**finish_record(record), "results": results}, indent=1))
+        write_results(args.out, "fit_agreement", record, results)
     return 0
 
 

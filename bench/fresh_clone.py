@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "examples/torch-distributed-team-a.yaml"
@@ -83,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(clone.parent, ignore_errors=True)
     print(json.dumps(figures))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "fresh_clone.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=1))
+        write_results(args.out, "fresh_clone", record, figures)
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import scheduling_trace as st
 from start_estimates import CALIBRATION_SEEDS, replayed
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 
 
 def real_runs(document: dict) -> list[dict]:
@@ -98,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"out of sample ({results['out_of_sample_seeds']}): worst allocation error "
           f"{results['max_allocation_error_points']} points, worst share error {results['max_share_error_points']} points")
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "model_calibration.json").write_text(json.dumps({**finish_record(record), "results": results},
-                                                                    indent=1))
+        write_results(args.out, "model_calibration", record, results)
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import resource
 import subprocess
@@ -45,7 +44,7 @@ import yaml
 
 from trainyard import k8s as K
 from trainyard import stack_deploy
-from trainyard.benchkit import ChildrenWatch, counter_sum, finish_record, histogram_buckets, process_usage, run_record
+from trainyard.benchkit import ChildrenWatch, counter_sum, histogram_buckets, process_usage, run_record, write_results
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.spec import ClusterSpec
@@ -403,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             local.down(spec.name, echo=lambda *_: None)
         if not settings_existed:
             settings.unlink(missing_ok=True)
-    (args.out / "scale.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=2))
+    write_results(args.out, "scale", record, figures)
     print(f"cluster up with {spec.nodes} nodes: {figures['cluster_up_seconds']} s")
     print(table(figures))
     print(f"figures: {args.out / 'scale.json'}; Pulumi's output: {log}")

@@ -30,7 +30,6 @@ It starts its own cluster (name trainyard-sbs, ports from 29400) and stops it af
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import signal
 import subprocess
@@ -42,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainyard import k8s as K
-from trainyard.benchkit import ChildrenWatch, RssTrace, finish_record, process_usage, run_record, samples
+from trainyard.benchkit import ChildrenWatch, RssTrace, process_usage, run_record, samples, write_results
 from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable, pid_alive
 from trainyard.cluster.spec import ClusterSpec
@@ -351,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {"trainjobs": args.count, "stream": args.stream, "stream_rate": args.rate,
                "write_ceiling_per_second": round(ceiling, 1), "runs": results}
     figures["by_run"] = {run_key(r): r for r in results}
-    (args.out / "side_by_side.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=2))
+    write_results(args.out, "side_by_side", record, figures)
     plot(results, args.out / "side_by_side.png")
     print(f"API-server write ceiling: {ceiling:.0f} ConfigMap creates/s (8 threads)")
     print(table(results, ceiling))

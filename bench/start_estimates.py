@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.cluster.spec import ClusterSpec, gpu_nodes
 from trainyard import k8s as K
 from trainyard.schedtrace import metrics as M
@@ -158,9 +158,7 @@ def main(argv=None) -> int:
               f" early for {f['early']}; no estimate for {f['no_estimate']}")
     results["seconds"] = round(time.monotonic() - started, 1)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "start_estimates.json").write_text(json.dumps({**finish_record(record), "results": results},
-                                                                  indent=1))
+        write_results(args.out, "start_estimates", record, results)
     return 0
 
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"^=*\s*(?P<body>\d+ \w+(?:, \d+ \w+)*) in (?P<seconds>[\d.]+)s", re.M)
@@ -54,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {"exit_code": run.returncode, "seconds": seconds, **pytest_counts(output)}
     print(json.dumps(figures))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "suite.json").write_text(json.dumps({**finish_record(record), "results": figures}, indent=1))
+        write_results(args.out, "suite", record, figures)
     return 0 if run.returncode == 0 else 1
 
 

@@ -9,13 +9,12 @@ Usage: .venv/bin/python bench/whatif.py [--jobs 2000] [--seed 0] [--stacks local
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import sys
 import time
 from pathlib import Path
 
-from trainyard.benchkit import finish_record, run_record
+from trainyard.benchkit import run_record, write_results
 from trainyard.paths import repo_root
 from trainyard.whatif.run import what_if_files
 
@@ -44,9 +43,8 @@ def main(argv=None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         record = run_record(["bench/whatif.py", *(sys.argv[1:] if argv is None else argv)])
-        record["results"] = {"jobs": args.jobs, "seed": args.seed, "stacks": {row.pop("stack"): row for row in rows},
-                             "peak_rss_mib": round(peak_mib)}
-        (args.out / "whatif.json").write_text(json.dumps(finish_record(record), indent=1))
+        write_results(args.out, "whatif", record, {"jobs": args.jobs, "seed": args.seed, "peak_rss_mib": round(peak_mib),
+                                                    "stacks": {row.pop("stack"): row for row in rows}})
     return 0
 
 

@@ -172,3 +172,14 @@ def finish_record(record: dict) -> dict:
 
     record["machine"]["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     return record
+
+
+def write_results(out_dir: Path, name: str, record: dict, results: dict) -> Path:
+    """`out_dir/<name>.json`: the run's provenance (`run_record`, finished now) with its `results`, the file
+    `trainyard bench run` reads back."""
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps({**finish_record(record), "results": results}, indent=1) + "\n")
+    return path
