@@ -31,6 +31,8 @@ class Loop:
         self.thread.start()
         return self
 
-    def halt(self) -> None:
+    def halt(self, grace: float = 5.0) -> None:
+        """Stop after the current round, waiting at most `grace` s: the thread is a daemon, and a process
+        asked to stop must not outlive its SIGTERM by a long round (its successor needs its ports)."""
         self.stop.set()
-        self.thread.join()
+        self.thread.join(grace)

@@ -85,19 +85,17 @@ class ProcessTable:
         entries = self._entries()
         if name not in entries:
             return
-        pid = int(entries[name]["pid"])
-        _signal_group(pid, signal.SIGTERM)
-        if not wait_for(lambda: not pid_alive(pid), timeout, f"{name} (pid {pid}) gone", 0.1, error=None):
-            _signal_group(pid, signal.SIGKILL)
-            wait_for(lambda: not pid_alive(pid), 10, f"{name} (pid {pid}) gone", 0.05, error=None)
+        _terminate(name, int(entries[name]["pid"]), timeout)
         del entries[name]
         self._save(entries)
 
-    def restart(self, name: str) -> int:
-        """Start a recorded process again with the same command line."""
+    def restart(self, name: str, timeout: float = 15.0) -> int:
+        """Start a recorded process again with the same command line, once the old one is gone.
+
+        The old one gets SIGTERM, then SIGKILL after `timeout`: a new one started beside a process still
+        shutting down would find its ports taken and exit, leaving nothing running once the old one ends."""
         entry = self._entries()[name]
-        if pid_alive(int(entry["pid"])):
-            self.kill(name, signal.SIGTERM)
+        _terminate(name, int(entry["pid"]), timeout)
         return self.start(ProcessSpec(name, entry["argv"], entry.get("env") or None))
 
     def running(self) -> dict[str, int]:
@@ -115,6 +113,16 @@ class ProcessTable:
         if self.file.exists():
             self.file.unlink()
         return sorted(table)
+
+
+def _terminate(name: str, pid: int, timeout: float) -> None:
+    """SIGTERM the process group of `pid`, SIGKILL after `timeout`; returns once the process is gone."""
+    if not pid_alive(pid):
+        return
+    _signal_group(pid, signal.SIGTERM)
+    if not wait_for(lambda: not pid_alive(pid), timeout, f"{name} (pid {pid}) gone", 0.1, error=None):
+        _signal_group(pid, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(pid), 10, f"{name} (pid {pid}) gone", 0.05)
 
 
 def _signal_group(pid: int, sig: int) -> None:
