@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainyard import k8s as K
-from trainyard.cluster import local
+from trainyard.cluster import local, tenant_readiness
 from trainyard.cluster.spec import ClusterSpec
 from trainyard.platform.stack_config import TenantGroups, TenantQuota, TenantSpec
 from trainyard.platform.tenant_bundle import shared_bundle, tenant_bundle
@@ -161,7 +161,7 @@ class Bench:
     def setup(self, shared: bool = True) -> None:
         """`shared`: also the policies every tenant shares and the HyperNodes (a cluster of the bench's own);
         on a cluster whose platform already has them, leave them to it."""
-        wait_for(self._quota_counts_custom_resources, 180, "the quota controller counting TrainJobs", 0.5)
+        tenant_readiness.wait_quota_controller_counting(self.cluster, self.core)
         objects = platform_objects(self.platform)
         if shared:
             nodes = [self.sanitize(n) for n in self.core.list_node().items]
@@ -169,9 +169,7 @@ class Bench:
                 TopologySpec(racks=racks_from_node_labels(nodes, K.RACK_LABEL, K.SPINE_LABEL))) + objects
         self.created = objects
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", obj=objects)
-        for name in self.platform.tenants:
-            wait_for(lambda n=name: self._policies_in_effect(n) and self._quotas_synced(n), 120,
-                     f"the admission policies and quotas of {name}", 0.5)
+        tenant_readiness.wait_tenants_in_force(self.cluster, self.core, self.platform.tenants)
 
     def teardown(self) -> None:
         """Delete what `setup` created (tenant namespaces with everything in them)."""
@@ -181,34 +179,6 @@ class Bench:
                 group = obj["apiVersion"].rpartition("/")[0]
                 self.kubectl("delete", obj["kind"].lower() + (f".{group}" if group else ""), obj["metadata"]["name"],
                              "--ignore-not-found", "--wait=false")
-
-    def _quota_counts_custom_resources(self) -> bool:
-        """A quota created before the quota controller discovered TrainJobs stays uncounted for minutes (until
-        its full resync): probe with fresh quotas in a scratch namespace until one counts them."""
-        key = f"count/{K.TRAINJOBS}.{K.TRAINER_GROUP}"
-        self.kubectl("apply", "-f", "-", obj={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-probe"}})
-        name = f"probe-{time.monotonic_ns()}"
-        self.kubectl("apply", "-f", "-", obj={"apiVersion": "v1", "kind": "ResourceQuota",
-                                              "metadata": {"name": name, "namespace": "quota-probe"},
-                                              "spec": {"hard": {key: "100"}}})
-        def counted() -> bool:
-            status = self.core.read_namespaced_resource_quota(name, "quota-probe").status
-            return bool(status and key in (status.used or {}))
-
-        return wait_for(counted, 5, f"quota {name} counting TrainJobs", 0.5, error=None)
-
-    def _quotas_synced(self, ns: str) -> bool:
-        return all(q.status and q.status.hard == q.spec.hard and set(q.status.used or {}) >= set(q.spec.hard)
-                   for q in self.core.list_namespaced_resource_quota(ns).items)
-
-    def _policies_in_effect(self, ns: str) -> bool:
-        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
-                 "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {K.GPU_RESOURCE: "1"}}}]}}
-        try:
-            return self.kubectl("create", "--dry-run=server", "-o", "jsonpath={.spec.schedulerName}", "-f", "-",
-                                obj=probe) == K.VOLCANO_SCHEDULER_NAME
-        except local.ClusterError:
-            return False
 
     def load(self, on: bool) -> None:
         """The load tenant's Deployment holding three whole nodes (Volcano places it, in its queue)."""

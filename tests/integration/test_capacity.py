@@ -284,24 +284,23 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
         page = (tmp_path / "report" / "index.html").read_text()
         assert all((tmp_path / "report" / png).stat().st_size > 0 and png in page
                    for png in ("gpus_by_node.png", "gpus_by_rack.png", "queues.png", "quotas.png"))
-        # start estimates: the blocker (no TrainJob, so no trainerStatus) runs the stated 1200 s in all; the waiting
-        # gang starts when it ends, and a third 2 x 8 gang (fit) after the waiting one has run its 1200 s
+        # start estimates: the blocker (no TrainJob, so no trainerStatus) reports no progress, so when the waiting
+        # gang starts is the stated default's guess: report, fit and the controller's Event say there is no estimate
+        # (a precise time built on the default was off by a median of 55 times the real wait, bench start_estimates)
         (waiting,) = [p for p in data["pending"] if p["podgroup"] == f"{tenant.ns}/waiting"]
-        minutes = estimate_minutes(waiting["estimate"], position=1, queue=tenant.queue)
-        assert 17 <= minutes <= 20, waiting
+        assert_no_estimate(waiting["estimate"], position=1, queue=tenant.queue)
         third = fit(cluster, tmp_path, new_trainjob("third", catalog_runtime, namespace=tenant.ns, nodes=2),
                     "--default-run", "1200")
         line = next(x for x in third.stdout.splitlines() if x.strip().startswith("estimate: "))
-        assert 37 <= estimate_minutes(line, position=2, queue=tenant.queue) <= 40, third.stdout
-        # the same estimate as an Event on the waiting TrainJob, written by the controller's estimator (every 15 s on
-        # the local cluster, the blocker's run taken as the default 60 min)
+        assert_no_estimate(line, position=2, queue=tenant.queue)
+
         def estimate_events():
             events = cluster.core.list_namespaced_event(tenant.ns, field_selector="involvedObject.name=waiting").items
             return [e for e in events if e.reason == "TrainJobStartEstimate" and e.involved_object.kind == "TrainJob"]
 
         (event,) = cluster.wait(estimate_events, timeout=60, what="the start estimate Event on the waiting TrainJob")
-        assert event.type == "Normal" and "(around " in event.message, event.message
-        assert 55 <= estimate_minutes(event.message, position=1, queue=tenant.queue) <= 60, event.message
+        assert event.type == "Normal" and "(around " not in event.message, event.message
+        assert_no_estimate(event.message, position=1, queue=tenant.queue)
         # the promise: the waiting gang starts as the job ahead of it ends (here: its pods and group are deleted;
         # a group left Inqueue would keep reserving its 8 GPUs in the queue)
         cluster.apps.delete_namespaced_replica_set("hold", tenant.ns, propagation_policy="Background")
@@ -312,6 +311,58 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
                          f"{cluster.scheduling_picture(tenant.ns)}")
     finally:
         remove_tenant(cluster, tenant.spec)
+
+
+def test_a_gang_behind_a_trainjob_that_reports_its_end_is_given_a_time(cluster, shared, catalog_runtime, idle,
+                                                                         tmp_path):
+    """A running TrainJob whose trainer reports 20 min left fills its tenant's queue of 8 GPUs: the gang waiting
+    behind it is told it starts in about 20 min by report, the controller's Event and fit; a gang behind that one
+    waits for a run time nobody reports, and is told there is no estimate."""
+    from trainyard.timestamps import format_time, utc_now
+
+    tenant = add_tenant(cluster, tenant_spec(gpus=64, queue_gpus=8))
+    try:
+        hour = [{"targetJobs": [{"name": "node"}],
+                 "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}}}]
+        create(cluster, new_trainjob("running", catalog_runtime, namespace=tenant.ns, nodes=1, podTemplateOverrides=hour),
+               as_user=tenant.user)
+        cluster.wait(lambda: any(p.status.phase == "Running" for p in cluster.core.list_namespaced_pod(tenant.ns).items),
+                     timeout=90, what="the running TrainJob's pod")
+        report = {"status": {"trainerStatus": {"progressPercentage": 50, "estimatedRemainingSeconds": 1200,
+                                               "lastUpdatedTime": format_time(utc_now())}}}
+        cluster.kubectl("patch", "trainjob", "running", "-n", tenant.ns, "--subresource=status", "--type=merge",
+                        "-p", json.dumps(report))  # what the trainer's update_trainjob_status writes
+        create(cluster, new_trainjob("waiting", catalog_runtime, namespace=tenant.ns, nodes=1), as_user=tenant.user)
+        cluster.wait(lambda: ((podgroup(cluster, "waiting", tenant.ns) or {}).get("status") or {}).get("phase")
+                     == "Pending", timeout=90, what="the waiting gang kept out of its full queue")
+
+        def reported():
+            result = trainyard(cluster, "report", "--out", str(tmp_path / "report"))
+            assert result.returncode == 0, result.stderr
+            data = json.loads((tmp_path / "report" / "report.json").read_text())
+            return [p for p in data["pending"] if p["podgroup"] == f"{tenant.ns}/waiting"]
+
+        (waiting,) = cluster.wait(reported, timeout=60, what="the waiting gang in the report")
+        assert 18 <= estimate_minutes(waiting["estimate"], position=1, queue=tenant.queue) <= 20, waiting
+
+        def estimate_events():
+            events = cluster.core.list_namespaced_event(tenant.ns, field_selector="involvedObject.name=waiting").items
+            return [e for e in events if e.reason == "TrainJobStartEstimate" and e.involved_object.kind == "TrainJob"]
+
+        (event,) = cluster.wait(estimate_events, timeout=60, what="the start estimate Event on the waiting TrainJob")
+        assert "(around " in event.message, event.message
+        assert 18 <= estimate_minutes(event.message, position=1, queue=tenant.queue) <= 20, event.message
+        third = fit(cluster, tmp_path, new_trainjob("third", catalog_runtime, namespace=tenant.ns, nodes=1))
+        line = next(x for x in third.stdout.splitlines() if x.strip().startswith("estimate: "))
+        assert_no_estimate(line, position=2, queue=tenant.queue)
+    finally:
+        remove_tenant(cluster, tenant.spec)
+
+
+def assert_no_estimate(text: str, position: int, queue: str) -> None:
+    assert "no start estimate: it waits for jobs whose end is unknown" in text, text
+    assert f"position {position} in queue {queue}" in text, text
+    assert "starts in about" not in text, text
 
 
 def estimate_minutes(text: str, position: int, queue: str) -> int:

@@ -132,6 +132,33 @@ BENCHES: tuple[Bench, ...] = (
             Figure("peak_rss_mib", "peak_rss_mib", "peak resident memory", unit="MiB", digits=0),
         ),
     ),
+    Bench(
+        name="whatif_agreement",
+        script="bench/whatif_agreement.py",
+        measures="The what-if's model against its cluster engine (`--engine cluster`): eight kinds of stack change on "
+                 "trace seeds no calibration used, the change the model predicts beside the change the real "
+                 "vc-scheduler, JobSet and trainyard controllers produce.",
+        args=("--seeds", "31,32,33", "--work", "bench/out/whatif_agreement"),
+        repeats=1,
+        long=True,
+        minutes=240.0,
+        notes=("One run over all seeds (the summary is over every case); each side's cluster replay is kept in "
+               "bench/out/whatif_agreement, so an interrupted run resumes.",),
+        figures=(
+            Figure("changes", "summary.changes", "distinct kinds of stack change", digits=0, target=Target(">=", 8)),
+            Figure("seeds", "summary.seeds", "trace seeds, none used for calibration", digits=0,
+                   target=Target(">=", 3)),
+            Figure("sign_agreement", "summary.sign_agreement",
+                   "the model's sign of change agrees where the cluster's change exceeds its spread", unit="%",
+                   scale=100, target=Target(">=", 1.0)),
+            Figure("max_allocation_error", "summary.max_allocation_error_points", "largest allocation error",
+                   unit="points", target=Target("<=", 3)),
+            Figure("max_share_error", "summary.max_share_error_points", "largest tenant share error", unit="points",
+                   target=Target("<=", 3)),
+            Figure("max_wait_p50_error", "summary.max_wait_p50_error_s", "largest p50 wait error (by job size)",
+                   unit="s", digits=0),
+        ),
+    ),
 )
 
 

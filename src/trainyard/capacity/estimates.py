@@ -97,7 +97,7 @@ def running_gangs(pods: Iterable[dict], remaining: Mapping[str, float], now_s: f
         started = first_start_s(with_gpus)
         ran = now_s - started if started is not None else 0.0
         out.append(RunningGang(key, queues.get(key, ""), tuple(held),
-                               remaining_time(remaining.get(key), ran, default_run_s)))
+                               remaining_time(remaining.get(key), ran, default_run_s), guessed=key not in remaining))
     return sorted(out, key=lambda gang: gang.key)
 
 
@@ -105,7 +105,7 @@ def pending_gangs(pod_groups: Iterable[dict], priorities: Mapping[str, int],
                   default_run_s: float = DEFAULT_RUN_S) -> list[PendingGang]:
     """PodGroups that wait for GPUs with nothing running, oldest first."""
     return [PendingGang(group_key(*w.key), w.queue, w.pods, _gpus(w.gpus / w.pods), w.tier,
-                        priorities.get(w.priority_class, 0), default_run_s)
+                        priorities.get(w.priority_class, 0), default_run_s, guessed=True)
             for w in sorted(waiting_groups(pod_groups), key=lambda w: (w.created, group_key(*w.key)))]
 
 
@@ -168,4 +168,4 @@ def gang_to_estimate(namespace: str, name: str, queue: str | None, pods: list[di
     """A gang not created yet (`trainyard fit`), as the estimator takes it: its pods' largest GPU request each."""
     per_pod = max((_gpus(p.get(GPU, Fraction(0))) for p in pods), default=0)
     return PendingGang(group_key(namespace, name), queue or "default", len(pods), per_pod, hard_tier(topology),
-                       priority, default_run_s)
+                       priority, default_run_s, guessed=True)

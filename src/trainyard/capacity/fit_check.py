@@ -175,6 +175,8 @@ def start_estimate(reads: LiveReads, gang) -> str:
         return f"estimate: {skipped}"
     extra = reads.extra_gang(gang, gang.priority_class)
     found = estimates.estimates(reads.estimate_inputs, extra)[extra.key]
+    if found.guessed:  # no time to qualify
+        return f"estimate: {phrase(found)}"
     return f"estimate: {phrase(found)} ({estimates.ASSUMPTION.format(minutes=reads.default_run_s / 60)})"
 
 

@@ -44,14 +44,18 @@ class Written:
     starts_at_s: float | None
     """Expected start, epoch seconds (None: not within the model's horizon)."""
     at_s: float
+    guessed: bool = False
+    """It said there is no estimate (the start was the default run time's)."""
 
 
 def needs_writing(previous: Written | None, found: StartEstimate, now_s: float) -> bool:
     """Whether the TrainJob's Event must say something new (pure)."""
     if previous is None or now_s - previous.at_s >= REFRESH_S:
         return True
-    if (previous.position, previous.queue) != (found.position, found.queue):
+    if (previous.position, previous.queue, previous.guessed) != (found.position, found.queue, found.guessed):
         return True
+    if found.guessed:
+        return False
     if (previous.starts_at_s is None) != (found.start_in_s is None):
         return True
     if found.start_in_s is None or previous.starts_at_s is None:
@@ -63,6 +67,8 @@ def needs_writing(previous: Written | None, found: StartEstimate, now_s: float) 
 def event_message(found: StartEstimate, now_s: float, default_run_s: float) -> str:
     """The estimate's words, with the clock time it points at (an Event is read minutes after it was written)."""
     words = phrase(found)
+    if found.guessed:
+        return words
     if found.start_in_s is not None and found.start_in_s >= 30:
         at = dt.datetime.fromtimestamp(now_s + found.start_in_s, dt.timezone.utc).strftime("%H:%M UTC")
         head, _, where = words.partition(", ")
@@ -148,7 +154,8 @@ class StartEstimator(Loop):
                 log.warning("start estimate of %s/%s not written: %s", trainjob["namespace"], trainjob["name"], exc)
                 continue
             self.written[name] = Written(found.position, found.queue,
-                                         None if found.start_in_s is None else now_s + found.start_in_s, now_s)
+                                         None if found.start_in_s is None else now_s + found.start_in_s, now_s,
+                                         found.guessed)
             wrote += 1
         self.written = {name: w for name, w in self.written.items() if name in seen}
         return wrote

@@ -87,10 +87,18 @@ def whatif(
     output: str = typer.Option("table", "--output", "-o", help="table or json"),
     save_trace: Optional[Path] = typer.Option(None, "--save-trace", help="Also write the replayed workload to this "
                                               "file, as a trace file --trace reads back (to edit and replay)."),
+    engine: str = typer.Option("model", "--engine", help="model (trainyard's model of vc-scheduler, seconds) or "
+                               "cluster (each side on a throw-away local cluster shaped as its stack, with the real "
+                               "vc-scheduler, JobSet and trainyard controllers; minutes)."),
+    speedup: float = typer.Option(4.0, "--speedup", min=1.0, help="With --engine cluster: trace seconds per cluster "
+                                  "second (arrivals and run times are divided by it, figures reported in trace seconds)."),
+    port_base: int = typer.Option(28200, "--port-base", help="With --engine cluster: first loopback port of the "
+                                  "throw-away cluster (trainyard-whatif-<port base>)."),
 ) -> None:
     """Replay one workload under the stack in effect and under the proposed one; print what changes: GPU allocation,
     each tenant's share against its entitlement, waits by tenant and job size, jobs that could never run."""
     from trainyard.errors import TrainyardError
+    from trainyard.whatif.cluster_plan import EngineLimit
     from trainyard.whatif.run import what_if_files
     from trainyard.whatif.text import render
     from trainyard.whatif.workload import trace_document
@@ -98,13 +106,17 @@ def whatif(
     if output not in ("table", "json"):
         console.print(f"[red]error:[/] --output {output!r}: use table or json")
         raise typer.Exit(2)
+    if engine not in ("model", "cluster"):
+        console.print(f"[red]error:[/] --engine {engine!r}: use model or cluster")
+        raise typer.Exit(2)
     path = stack_deploy.stack_file(stack)
     if not path.is_file():
         console.print(f"[red]error:[/] {stack_deploy.missing_stack_message(stack)}")
         raise typer.Exit(2)
     try:
-        result = what_if_files(path, stack_deploy.repo_root(), proposed, trace, seed, jobs)
-    except TrainyardError as err:
+        result = what_if_files(path, stack_deploy.repo_root(), proposed, trace, seed, jobs, engine=engine,
+                               speedup=speedup, port_base=port_base, echo=lambda line: typer.echo(line, err=True))
+    except (TrainyardError, EngineLimit) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
     if save_trace is not None:

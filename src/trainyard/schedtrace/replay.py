@@ -10,6 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import yaml
 
@@ -154,8 +155,11 @@ class Replay:
         wait_for(lambda: conf.exists() and conf.read_text() == wanted, 60, "the scheduler conf file to update", 0.5)
         time.sleep(2.0)  # vc-scheduler reloads on the file event; give it a few cycles
 
-    def run(self, trace: list[TraceJob], profile: str, gang: bool, direct: bool, timeout: float) -> RunRecord:
-        """Submit every job at its arrival time; return when all finished or `timeout` seconds passed."""
+    def run(self, trace: list[TraceJob], profile: str, gang: bool, direct: bool, timeout: float,
+            build: Callable[[TraceJob], list[dict]] | None = None) -> RunRecord:
+        """Submit every job at its arrival time (the objects `build` makes of it, by default the bench's);
+        return when all finished or `timeout` seconds passed."""
+        build = build or (lambda job: objects.submissions(job, gang, direct))
         self._tenant_namespaces(gang)
         record = RunRecord(profile=profile, direct=direct, started_epoch=time.time())
         started = time.monotonic()
@@ -165,7 +169,7 @@ class Replay:
         def submit(job: TraceJob) -> None:
             at = time.monotonic() - started
             try:
-                for obj in objects.submissions(job, gang, direct):
+                for obj in build(job):
                     self._create(obj)
             except Exception as exc:  # noqa: BLE001 - reported with the run, never silently dropped
                 with lock:

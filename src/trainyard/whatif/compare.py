@@ -16,6 +16,7 @@ import numpy as np
 
 from trainyard.scheduling.fairness import water_fill
 from trainyard.schedtrace import metrics as M
+from trainyard.scheduling.records import PodRecord
 from trainyard.scheduling.simulator import simulate
 from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
 from trainyard.stats import percentile
@@ -37,10 +38,11 @@ def refusal(job: TraceJob, scenario: Scenario) -> str | None:
         return f"needs {job.gpus} GPUs, above {job.tenant}'s quota of {terms.quota_gpus}"
     if terms.capability_gpus is not None and job.gpus > terms.capability_gpus:
         return f"needs {job.gpus} GPUs, above queue {terms.queue}'s capability of {terms.capability_gpus}"
-    return _shape_refusal(job, scenario)
+    return shape_refusal(job, scenario)
 
 
-def _shape_refusal(job: TraceJob, scenario: Scenario) -> str | None:
+def shape_refusal(job: TraceJob, scenario: Scenario) -> str | None:
+    """Why no node, rack or spine of the scenario could ever hold the job, or None."""
     largest = max((n.gpus for n in scenario.nodes), default=0)
     if job.gpus_per_pod > largest:
         return f"a pod needs {job.gpus_per_pod} GPUs, no node has more than {largest}"
@@ -69,21 +71,34 @@ def prioritized(trace: Sequence[TraceJob], scenario: Scenario) -> list[TraceJob]
     return out
 
 
-def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dict[str, Any]:
-    """One side's figures: allocation, tenants, waits by size, the jobs it could never run, what is not modelled."""
+def split(trace: Sequence[TraceJob], scenario: Scenario) -> tuple[list[dict[str, Any]], list[TraceJob]]:
+    """(the jobs the stack could never run, each with its reason; the rest, prioritized as the stack resolves them)."""
     never = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus, "reason": reason}
              for job in trace if (reason := refusal(job, scenario)) is not None]
     refused = {entry["job"] for entry in never}
-    runnable = prioritized([job for job in trace if job.name not in refused], scenario)
+    return never, prioritized([job for job in trace if job.name not in refused], scenario)
+
+
+def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dict[str, Any]:
+    """One side on the model: allocation, tenants, waits by size, the jobs it could never run, what is not modelled."""
+    never, runnable = split(trace, scenario)
+    if not runnable or not scenario.nodes:
+        return side_figures(scenario, runnable, never, {}, [], 0.0)
+    submitted, pods, end = simulate(runnable, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed)
+    return side_figures(scenario, runnable, never, submitted, pods, end)
+
+
+def side_figures(scenario: Scenario, runnable: Sequence[TraceJob], never: list[dict[str, Any]],
+                 submitted: Mapping[str, float], pods: Sequence[PodRecord], end: float) -> dict[str, Any]:
+    """One side's figures from a replay's records, whichever engine produced them (the model or a cluster)."""
     weights = scenario.weights
     side: dict[str, Any] = {"allocation": None, "goodput": None, "saturated_s": 0.0, "limits": {}, "tenants": {},
                             "wait_by_size": {},
                             "never_runnable": never, "not_modelled": list(scenario.not_modelled)}
-    if not runnable or not scenario.nodes:
+    if not runnable or not scenario.nodes or not pods:
         side["tenants"] = {name: _tenant_figures(None, None, [], sum(1 for e in never if e["tenant"] == name))
                            for name in sorted(weights)}
         return side
-    submitted, pods, end = simulate(runnable, list(scenario.nodes), weights, scenario.policy, seed=seed)
     grouped = M.by_job(pods)
     line = M.timeline(runnable, grouped, submitted, end, step=TIMELINE_STEP_S)
     capacity = scenario.capacity

@@ -9,6 +9,7 @@ from typing import Any
 from trainyard.errors import TrainyardError
 from trainyard.platform.problems import ConfigProblem
 from trainyard.scheduling.trace import TraceJob
+from trainyard.whatif.cluster_plan import DEFAULT_SPEEDUP, ENGINE_PORT_BASE
 from trainyard.whatif.compare import compare
 from trainyard.whatif.scenario import scenario
 from trainyard.whatif.stacks import StackPair, scheduling_changes, stack_pair
@@ -37,18 +38,35 @@ def workload(trace: str, pair: StackPair, seed: int, jobs: int) -> tuple[list[Tr
     return jobs_read, {"source": trace, "seed": seed, "jobs": len(jobs_read)}
 
 
-def what_if(pair: StackPair, trace: str = GENERATED, seed: int = 0, jobs: int = DEFAULT_JOBS) -> WhatIf:
-    """Replay the workload under the stack in effect and under the proposal (same trace, same seed)."""
+MODEL, CLUSTER = "model", "cluster"
+ENGINES = (MODEL, CLUSTER)
+
+
+def what_if(pair: StackPair, trace: str = GENERATED, seed: int = 0, jobs: int = DEFAULT_JOBS, engine: str = MODEL,
+            speedup: float = DEFAULT_SPEEDUP, port_base: int = ENGINE_PORT_BASE, echo=print) -> WhatIf:
+    """Replay the workload under the stack in effect and under the proposal (same trace, same seed), on the
+    model (seconds) or, `engine="cluster"`, on a throw-away local cluster per side (minutes)."""
     replayed, described = workload(trace, pair, seed, jobs)
-    result = compare(scenario(pair.current), scenario(pair.proposed), replayed, seed)
+    if engine == CLUSTER:
+        from trainyard.whatif.cluster_engine import replay_on_cluster
+
+        result: dict[str, dict[str, Any]] = {}
+        for side, config in (("current", pair.current), ("proposed", pair.proposed)):
+            echo(f"{side} stack on the cluster engine:")
+            result[side] = replay_on_cluster(config, scenario(config), replayed, speedup=speedup, port_base=port_base,
+                                             echo=echo)
+    else:
+        result = compare(scenario(pair.current), scenario(pair.proposed), replayed, seed)
+        for figures in result.values():
+            figures["engine"] = {"name": MODEL}
     result["current"] = {"stack": pair.current_label, "workload": described, **result["current"]}
     result["proposed"] = {"stack": pair.proposed_label, "workload": described, **result["proposed"]}
     return WhatIf(result, scheduling_changes(pair.current, pair.proposed), replayed)
 
 
 def what_if_files(stack_path: Path, root: Path, proposed: Path | None = None, trace: str = GENERATED, seed: int = 0,
-                  jobs: int = DEFAULT_JOBS) -> WhatIf:
-    return what_if(stack_pair(stack_path, root, proposed), trace, seed, jobs)
+                  jobs: int = DEFAULT_JOBS, **engine: Any) -> WhatIf:
+    return what_if(stack_pair(stack_path, root, proposed), trace, seed, jobs, **engine)
 
 
 def preview_summary(stack_path: Path, root: Path, seed: int = 0, jobs: int = DEFAULT_JOBS) -> str | None:

@@ -16,7 +16,7 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
     workload = current["workload"]
     lines = [f"what-if: {current['stack']} -> {proposed['stack']}",
              f"workload: {workload['source']} ({workload['jobs']} jobs, seed {workload['seed']}), replayed on "
-             "trainyard's model of vc-scheduler"]
+             f"{engine_words(current.get('engine') or {})}"]
     lines += ["scheduling changes:", *(f"  {c}" for c in changes)] if changes else ["no scheduling setting changes"]
     rows = table_rows(result)
     table = Table(title_justify="left")
@@ -33,4 +33,18 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
     for side in ("current", "proposed"):
         for note in result[side]["not_modelled"]:
             lines.append(f"not modelled ({side}): {note}")
+        unfinished = result[side].get("unfinished") or []
+        if unfinished:
+            lines.append(f"unfinished ({side}): {len(unfinished)} jobs still waiting when the replay gave up "
+                         f"({', '.join(unfinished[:5])}{', ...' if len(unfinished) > 5 else ''}); their waits are not counted")
+    for note in (current.get("engine") or {}).get("notes", []):
+        lines.append(f"cluster engine: {note}")
     return "\n".join(lines) + "\n"
+
+
+def engine_words(engine: Mapping[str, Any]) -> str:
+    """What produced the figures: the model (default) or a cluster of the stack's shape."""
+    if engine.get("name") == "cluster":
+        return (f"a local cluster per side (real vc-scheduler, JobSet and trainyard controllers, "
+                f"{engine.get('speedup', 1):g}x time)")
+    return "trainyard's model of vc-scheduler"

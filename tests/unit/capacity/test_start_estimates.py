@@ -36,10 +36,10 @@ def test_running_gangs_group_bound_pods_and_take_the_trainers_estimate_else_the_
             started(pod("plain", "n3", 2), 50), pod("done", "n3", 2, phase="Succeeded", group="d")]
     running = E.running_gangs(pods, E.trainer_remaining([trainjob("a", remaining=300)]), NOW,
                               queue_of={"ns/a": "team-a", "ns/b": "team-b"})
-    assert [(g.key, g.queue, g.pods, g.remaining_s) for g in running] == [
-        ("ns/a", "team-a", (("n0", 8), ("n1", 8)), 300.0),
-        ("ns/b", "team-b", (("n2", 4),), DEFAULT_RUN_S - 100),
-        ("pod:ns/plain", "", (("n3", 2),), DEFAULT_RUN_S - 50)]
+    assert [(g.key, g.queue, g.pods, g.remaining_s, g.guessed) for g in running] == [
+        ("ns/a", "team-a", (("n0", 8), ("n1", 8)), 300.0, False),
+        ("ns/b", "team-b", (("n2", 4),), DEFAULT_RUN_S - 100, True),
+        ("pod:ns/plain", "", (("n3", 2),), DEFAULT_RUN_S - 50, True)]
 
 
 def test_pending_gangs_are_the_waiting_groups_oldest_first_with_shape_tier_and_priority():
@@ -52,6 +52,7 @@ def test_pending_gangs_are_the_waiting_groups_oldest_first_with_shape_tier_and_p
     pending = E.pending_gangs(groups, {"training-high": 10000}, default_run_s=900)
     assert [(g.key, g.queue, g.pods, g.gpus_per_pod, g.tier, g.priority, g.run_s) for g in pending] == [
         ("ns/early", "team-b", 1, 8, None, 0, 900), ("ns/late", "team-a", 2, 8, 1, 10000, 900)]
+    assert all(g.guessed for g in pending)  # a waiting job's run time is never known
 
 
 def test_queue_rules_follow_the_scheduler_configuration():
@@ -79,7 +80,7 @@ def test_a_job_behind_a_full_queue_starts_when_the_running_job_ends():
                      [trainjob("run", remaining=1200)], {}, "proportion", NOW)
     extra = E.gang_to_estimate("ns", "new", "team-a", [{"nvidia.com/gpu": 8}] * 2, None, 0)
     found = E.estimates(given, extra)["ns/new"]
-    assert found.position == 1 and 1200 <= found.start_in_s <= 1200.5
+    assert found.position == 1 and 1200 <= found.start_in_s <= 1200.5 and not found.guessed
 
 
 @pytest.mark.parametrize("waiting, words", [
@@ -105,4 +106,7 @@ def test_a_tenants_estimate_never_reads_another_tenants_trainer_report():
     told = dict(told_to_their_tenants(per_namespace))
     assert set(told) == {"team-a/wait-a", "team-b/wait-b"}
     assert 1200 <= told["team-b/wait-b"].start_in_s <= 1200.5  # its own tenant's report
-    assert told["team-a/wait-a"].start_in_s == pytest.approx(DEFAULT_RUN_S - 60, abs=1)  # the stated default
+    assert not told["team-b/wait-b"].guessed
+    # team-a's start is the stated default's (team-b's report is not its to read), so it is given no time
+    assert told["team-a/wait-a"].start_in_s == pytest.approx(DEFAULT_RUN_S - 60, abs=1)
+    assert told["team-a/wait-a"].guessed

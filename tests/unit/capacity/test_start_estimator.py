@@ -11,13 +11,13 @@ from trainyard.scheduling.estimate import StartEstimate
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
-def found(start_in_s, position=1, queue="team-a"):
-    return StartEstimate("ns/tj", queue, position, start_in_s)
+def found(start_in_s, position=1, queue="team-a", guessed=False):
+    return StartEstimate("ns/tj", queue, position, start_in_s, guessed)
 
 
-def written(starts_in_s, position=1, queue="team-a", ago_s=60.0):
+def written(starts_in_s, position=1, queue="team-a", ago_s=60.0, guessed=False):
     at = NOW - ago_s
-    return Written(position, queue, None if starts_in_s is None else at + starts_in_s, at)
+    return Written(position, queue, None if starts_in_s is None else at + starts_in_s, at, guessed)
 
 
 @pytest.mark.parametrize("previous,now_found,expected", [
@@ -32,6 +32,9 @@ def written(starts_in_s, position=1, queue="team-a", ago_s=60.0):
     (written(660), found(None), True),                          # no longer within it
     (written(None), found(None), False),
     (written(660, ago_s=REFRESH_S), found(600 - REFRESH_S + 660), True),  # 30 min old: refreshed before the TTL
+    (written(660), found(3000, guessed=True), True),            # it said a time, now it has none
+    (written(660, guessed=True), found(5000, guessed=True), False),  # still none: the guess moving says nothing new
+    (written(660, guessed=True), found(600), True),             # a time again
 ])
 def test_needs_writing(previous, now_found, expected):
     assert needs_writing(previous, now_found, NOW) is expected
@@ -43,6 +46,12 @@ def test_event_message_names_the_clock_time_and_the_assumption():
     assert "after 60 min in all" in message
     assert event_message(found(10), NOW, 3600).startswith("starts now, position 1 in queue team-a (")
     assert event_message(found(None), NOW, 3600).startswith("does not start within a week at the current load")
+
+
+def test_an_event_without_an_estimate_names_no_clock_time():
+    message = event_message(found(3000, guessed=True), NOW, 3600)
+    assert message == ("no start estimate: it waits for jobs whose end is unknown (no trainerStatus progress), "
+                       "position 1 in queue team-a")
 
 
 def test_events_go_on_the_owning_trainjob_one_per_trainjob_uid():

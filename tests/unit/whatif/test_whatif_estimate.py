@@ -66,3 +66,29 @@ def test_remaining_time(status, ran, expected):
                                             (200000, "starts in about 2.3 days")])
 def test_phrase(seconds, words):
     assert phrase(StartEstimate("k", "team-a", 3, seconds)) == f"{words}, position 3 in queue team-a"
+
+
+@pytest.mark.parametrize("running_guessed, first_guessed, starts, guessed", [
+    # (the running job's end guessed, the first waiting job's run guessed) -> the second waiting job's estimate
+    (False, False, 300.0, False),   # every time known: a precise start
+    (True, False, None, True),      # it waits for a job that reports nothing: no time given
+    (False, True, None, True),      # it waits for a waiting job whose run time is the default
+])
+def test_a_start_made_by_a_guessed_run_time_is_said_to_have_no_estimate(running_guessed, first_guessed, starts,
+                                                                          guessed):
+    running = [RunningGang("a/r", "team-a", (("n0", 8), ("n1", 8)), remaining_s=100.0, guessed=running_guessed)]
+    pending = [PendingGang("a/first", "team-a", 2, 8, tier=1, run_s=200.0, guessed=first_guessed),
+               PendingGang("a/second", "team-a", 2, 8, tier=1, run_s=50.0, guessed=True)]
+    found = estimate_starts(nodes(2), running, pending, {"team-a": 1})["a/second"]
+    assert found.guessed == guessed
+    if starts is not None:
+        assert found.start_in_s == pytest.approx(starts, abs=2 * CYCLE)
+    words = phrase(found)
+    assert ("no start estimate" in words) == guessed and words.endswith("position 2 in queue team-a")
+
+
+def test_a_gang_that_starts_now_is_not_made_uncertain_by_guesses_elsewhere():
+    running = [RunningGang("b/r", "team-b", (("n0", 8),), remaining_s=100.0, guessed=True)]
+    pending = [PendingGang("a/now", "team-a", 1, 8, guessed=True)]
+    found = estimate_starts(nodes(2), running, pending, {"team-a": 1, "team-b": 1})["a/now"]
+    assert found.start_in_s == 0.0 and not found.guessed and phrase(found).startswith("starts now")

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The what-if's model against its cluster engine, out of sample: eight kinds of stack change
+(`trainyard.whatif.agreement.CHANGES`) on generated traces whose seeds no calibration used; per case the change
+the model predicts beside the change the real vc-scheduler, JobSet and trainyard controllers produce on a
+throw-away cluster of the stack's shape. Prints a table per case and the summary; asserts nothing.
+
+The run-to-run spread is measured per seed by replaying the base stack twice on the cluster; a sign is scored only
+where the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
+
+Usage: .venv/bin/python bench/whatif_agreement.py [--seeds 31,32,33] [--changes weight,capability,...]
+       [--jobs 40] [--speedup 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from trainyard.benchkit import run_record, write_results
+from trainyard.paths import repo_root
+from trainyard.platform.stack_source import read_stack_source
+from trainyard.scheduling.trace import TraceJob
+from trainyard.whatif import agreement as A
+from trainyard.whatif.compare import replay_side
+from trainyard.whatif.scenario import scenario
+from trainyard.whatif.stacks import load
+from trainyard.whatif.workload import generated, tenants_of, trace_document
+
+CALIBRATION_SEEDS = (12, 13, 14, 7, 8, 9)
+"""Seeds the model's constants or earlier agreement benches used: never an out-of-sample seed here."""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="31,32,33")
+    parser.add_argument("--changes", default=",".join(c.name for c in A.CHANGES))
+    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--speedup", type=float, default=4.0)
+    parser.add_argument("--no-spread", action="store_true", help="skip the second replay of the base (spread 0)")
+    parser.add_argument("--port-base", type=int, default=28200)
+    parser.add_argument("--work", type=Path, default=Path("bench/out/whatif_agreement"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    used = sorted(set(args.seeds) & set(CALIBRATION_SEEDS))
+    if used:
+        parser.error(f"--seeds {used}: used for calibration; pick seeds outside {CALIBRATION_SEEDS}")
+    known = {c.name: c for c in A.CHANGES}
+    unknown = [name for name in args.changes.split(",") if name not in known]
+    if unknown:
+        parser.error(f"--changes {unknown}: use {', '.join(known)}")
+    args.changes = [known[name] for name in args.changes.split(",")]
+    return args
+
+
+def stack(document: dict, directory: Path, name: str):
+    path = directory / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return load(read_stack_source(path))
+
+
+def workload(change: A.Change, base_trace: list[TraceJob]) -> list[TraceJob]:
+    """The base trace; for a new tenant, one team-b job in three moved to it (a team waiting to be onboarded)."""
+    if change.name != "new-tenant":
+        return base_trace
+    out, seen = [], 0
+    for job in base_trace:
+        if job.tenant == "team-b":
+            seen += 1
+            if seen % 3 == 0:
+                job = TraceJob(**{**job.__dict__, "tenant": "team-c", "priority_class": None})
+        out.append(job)
+    return out
+
+
+def on_cluster(args, config, trace: list[TraceJob], key: str) -> dict:
+    """One side on the cluster engine, or its kept replay from --work (same stack, trace and speed)."""
+    from trainyard.whatif.cluster_engine import replay_on_cluster
+
+    path = args.work / f"{key}.json"
+    identity = {"trace": trace_document(trace), "speedup": args.speedup, "stack": key.split("-", 1)[1]}
+    if path.exists():
+        kept = json.loads(path.read_text())
+        if kept.get("identity") == identity:
+            print(f"  {key}: kept replay", flush=True)
+            return kept["side"]
+    print(f"  {key}: cluster replay", flush=True)
+    side = replay_on_cluster(config, scenario(config), trace, speedup=args.speedup, port_base=args.port_base,
+                             echo=lambda line: print(line, flush=True))
+    args.work.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"identity": identity, "side": side}))
+    return side
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    local = yaml.safe_load((repo_root() / "stacks" / "Pulumi.local.yaml").read_text())
+    cases, spreads = [], {}
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = Path(scratch)
+        base_doc = A.base(local)
+        base = stack(base_doc, directory, "base")
+        proposals = {c.name: stack(A.proposed(base_doc, c), directory, c.name) for c in args.changes}
+        for seed in args.seeds:
+            names = tenants_of({t.name: t for t in base.tenants})
+            base_trace = A.with_high_priority(generated(scenario(base), names, seed, args.jobs))
+            print(f"seed {seed}: {len(base_trace)} jobs", flush=True)
+            current = on_cluster(args, base, base_trace, f"s{seed}-base")
+            noise = {}
+            if not args.no_spread:
+                noise = A.spread(current, on_cluster(args, base, base_trace, f"s{seed}-base-again"))
+            spreads[seed] = {key: round(value, 2) for key, value in noise.items()}
+            for change in args.changes:
+                trace = workload(change, base_trace)
+                now = current if trace is base_trace else on_cluster(args, base, trace, f"s{seed}-base-{change.name}")
+                config = proposals[change.name]
+                model = {"current": replay_side(scenario(base), trace, seed),
+                         "proposed": replay_side(scenario(config), trace, seed)}
+                cluster = {"current": now, "proposed": on_cluster(args, config, trace, f"s{seed}-{change.name}")}
+                found = A.case(change, seed, model, cluster, noise)
+                found["unfinished"] = {side: cluster[side].get("unfinished", []) for side in cluster}
+                cases.append(found)
+                print_case(found)
+    headline = A.summary(cases)
+    print(json.dumps(headline, indent=1))
+    if args.out:
+        record = run_record(["bench/whatif_agreement.py", *(sys.argv[1:] if argv is None else argv)])
+        write_results(args.out, "whatif_agreement", record, {
+            "summary": headline, "seeds": args.seeds, "jobs": args.jobs, "speedup": args.speedup,
+            "spread_measured": not args.no_spread, "spreads": spreads, "cases": cases,
+            "seconds": round(time.monotonic() - started)})
+    return 0
+
+
+def print_case(found: dict) -> None:
+    print(f"{found['change']} (seed {found['seed']}): {found['describe']}")
+    for key, row in found["figures"].items():
+        sign = "-" if row["sign_agrees"] is None else ("agrees" if row["sign_agrees"] else "DISAGREES")
+        print(f"  {key:22} model {row['model']:+8.1f}  cluster {row['cluster']:+8.1f}  error {row['error']:6.1f}  "
+              f"spread {row['spread']:5.1f}  sign {sign}", flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""The what-if agreement, model against cluster (pure): the stack changes it proposes, the workload, and how a
+predicted change is scored against the change the cluster engine measured.
+
+The base is the local stack with room to move (each tenant may use the whole cluster, a TrainJob count no replay
+reaches, its controller configured by the stack as in a real cluster), so every kind of change can show an effect; one job in four of team-b names `training-high`, which
+only the priority-class change grants it. A case is one change on one trace seed: the model's change
+(proposed - current) beside the cluster's, per figure. A sign is scored only where the cluster's change exceeds
+its run-to-run spread (two cluster replays of the same side); the errors are absolute, in points or seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from trainyard import k8s as K
+from trainyard.scheduling.trace import TraceJob
+
+HIGH = "training-high"
+GPU = K.GPU_RESOURCE
+
+
+@dataclass(frozen=True)
+class Change:
+    name: str
+    kind: str
+    """One of the issue's kinds: queue weight, capability, quota, a new tenant, a priority class grant, scheduler
+    profile, reclaim rule, topology tier."""
+    describe: str
+    apply: Callable[[dict], None]
+
+
+def _tenants(doc: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in doc["config"]["trainyard:tenants"]}
+
+
+def base(local: Mapping[str, Any]) -> dict:
+    """The local stack with room to move: each tenant's capability and quota the whole cluster (32 GPUs)."""
+    doc = copy.deepcopy(dict(local))
+    # the controller as a cluster runs it (a Deployment the stack configures), so a change may set its reclaim
+    doc["config"]["trainyard:controllersRunLocally"] = "false"
+    doc["config"]["trainyard:controller"]["webhook"] = {"certificate": "cert-manager"}
+    for tenant in _tenants(doc).values():
+        tenant["queue"]["capability"][GPU] = 32
+        tenant["quota"]["gpu"] = 32
+        tenant["quota"]["trainJobs"] = 1000
+    return doc
+
+
+def _weight(doc: dict) -> None:
+    _tenants(doc)["team-b"]["queue"]["weight"] = 4
+
+
+def _capability(doc: dict) -> None:
+    _tenants(doc)["team-a"]["queue"]["capability"][GPU] = 16
+
+
+def _quota(doc: dict) -> None:
+    team = _tenants(doc)["team-b"]
+    team["quota"]["gpu"] = 24
+    team["queue"]["capability"][GPU] = 24  # a queue may not promise more than its namespace's quota
+
+
+def _new_tenant(doc: dict) -> None:
+    team = copy.deepcopy(_tenants(doc)["team-b"])
+    team.update(name="team-c", namespace="team-c", groups={"admins": ["team-c-admins"], "users": ["team-c-users"]})
+    team["queue"]["name"] = "team-c"
+    doc["config"]["trainyard:tenants"].append(team)
+
+
+def _grant(doc: dict) -> None:
+    _tenants(doc)["team-b"]["priorityClasses"] = [HIGH]
+
+
+def _profile(doc: dict) -> None:
+    doc["config"]["trainyard:scheduler"]["profile"] = "fair-share"
+
+
+def _reclaim(doc: dict) -> None:
+    doc["config"]["trainyard:scheduler"]["queuePlugin"] = "capacity"
+    for name, deserved in (("team-a", 21), ("team-b", 11)):
+        _tenants(doc)[name]["queue"]["deserved"] = {GPU: deserved}
+    doc["config"].setdefault("trainyard:controller", {})["reclaim"] = "fair-sharing"
+
+
+def _topology(doc: dict) -> None:
+    doc["config"]["trainyard:topology"]["racks"] = [{"name": f"rack-{i}", "spine": "spine-0"} for i in range(4)]
+
+
+CHANGES: tuple[Change, ...] = (
+    Change("weight", "queue weight", "team-b's queue weight 1 -> 4", _weight),
+    Change("capability", "capability", "team-a's queue capability 32 -> 16 GPUs", _capability),
+    Change("quota", "quota", "team-b's GPU quota (and capability) 32 -> 24", _quota),
+    Change("new-tenant", "a new tenant", "team-c onboarded like team-b (weight 1, 32 GPUs)", _new_tenant),
+    Change("grant", "a priority class grant", f"team-b granted {HIGH}", _grant),
+    Change("profile", "scheduler profile", "scheduler profile gang -> fair-share", _profile),
+    Change("reclaim", "reclaim rule", "capacity queues (deserved 21/11) with the controller's fair-sharing reclaim",
+           _reclaim),
+    Change("topology", "topology tier", "four racks of one node instead of two of two", _topology),
+)
+
+
+def proposed(doc: Mapping[str, Any], change: Change) -> dict:
+    out = copy.deepcopy(dict(doc))
+    change.apply(out)
+    return out
+
+
+def with_high_priority(trace: Sequence[TraceJob], tenant: str = "team-b", every: int = 4) -> list[TraceJob]:
+    """Every `every`th job of `tenant` names the high class (refused until the tenant is granted it)."""
+    out, seen = [], 0
+    for job in trace:
+        if job.tenant == tenant:
+            seen += 1
+            if seen % every == 0:
+                job = replace(job, priority_class=HIGH)
+        out.append(job)
+    return out
+
+
+def figures(side: Mapping[str, Any]) -> dict[str, float | None]:
+    """The figures compared, flat: allocation and goodput (points), each tenant's share (points), waits by size
+    (seconds)."""
+    out: dict[str, float | None] = {
+        "allocation": _points(side.get("allocation")), "goodput": _points(side.get("goodput"))}
+    for name, tenant in (side.get("tenants") or {}).items():
+        out[f"share.{name}"] = _points(tenant.get("share"))
+    for size, waits in (side.get("wait_by_size") or {}).items():
+        out[f"wait_p50.{size}"] = waits.get("p50_s")
+        out[f"wait_p95.{size}"] = waits.get("p95_s")
+    return out
+
+
+def _points(value: float | None) -> float | None:
+    return None if value is None else 100.0 * value
+
+
+def changes_of(current: Mapping[str, Any], proposed_side: Mapping[str, Any]) -> dict[str, float]:
+    """proposed - current per figure both sides have."""
+    before, after = figures(current), figures(proposed_side)
+    out = {}
+    for key in before.keys() & after.keys():
+        old, new = before[key], after[key]
+        if old is not None and new is not None:
+            out[key] = new - old
+    return out
+
+
+def spread(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, float]:
+    """Run-to-run spread per figure: how far two cluster replays of the same side differ."""
+    return {key: abs(value) for key, value in changes_of(first, second).items()}
+
+
+def case(change: Change, seed: int, model: Mapping[str, Mapping[str, Any]], cluster: Mapping[str, Mapping[str, Any]],
+         noise: Mapping[str, float]) -> dict[str, Any]:
+    """One change on one seed: per figure the model's change, the cluster's, the error, and whether the sign is
+    scored (the cluster's change beyond the spread) and agrees."""
+    predicted = changes_of(model["current"], model["proposed"])
+    measured = changes_of(cluster["current"], cluster["proposed"])
+    rows = {}
+    for key in sorted(predicted.keys() & measured.keys()):
+        beyond = abs(measured[key]) > noise.get(key, 0.0)
+        rows[key] = {"model": round(predicted[key], 2), "cluster": round(measured[key], 2),
+                     "error": round(abs(predicted[key] - measured[key]), 2), "spread": round(noise.get(key, 0.0), 2),
+                     "sign_scored": beyond,
+                     "sign_agrees": (predicted[key] > 0) == (measured[key] > 0) if beyond else None}
+    return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows}
+
+
+def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The headline over every case: distinct changes, seeds, sign agreement over scored figures, largest errors."""
+    scored = [row["sign_agrees"] for c in cases for row in c["figures"].values() if row["sign_scored"]]
+
+    def largest(prefix: str) -> float | None:
+        errors = [row["error"] for c in cases for key, row in c["figures"].items() if key.startswith(prefix)]
+        return max(errors) if errors else None
+
+    return {"changes": len({c["change"] for c in cases}), "seeds": len({c["seed"] for c in cases}),
+            "cases": len(cases), "signs_scored": len(scored),
+            "sign_agreement": round(sum(scored) / len(scored), 3) if scored else None,
+            "max_allocation_error_points": largest("allocation"), "max_goodput_error_points": largest("goodput"),
+            "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50.")}

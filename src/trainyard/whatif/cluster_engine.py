@@ -1,0 +1,86 @@
+"""The what-if's cluster engine (I/O): one side replayed on a throw-away local cluster shaped as its stack.
+
+The cluster runs the real vc-scheduler with the stack's scheduler configuration and queues, the real JobSet
+controller and trainyard's controller (with the stack's reclaim rule); every tenant is onboarded with the
+platform's own objects, so each job meets the admission, quota and priority checks a real one meets. What the
+API server refuses is reported as never runnable with its own message. A job no node, rack or spine of the stack
+could ever hold is not submitted (it would only wait); it is reported with the model's reason.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+from trainyard.cluster import local, tenant_readiness
+from trainyard.platform.stack_model import StackConfig
+from trainyard.schedtrace.replay import Replay
+from trainyard.scheduling.trace import TraceJob, offered_gpu_seconds
+from trainyard.whatif import cluster_plan
+from trainyard.whatif.compare import prioritized, shape_refusal, side_figures
+from trainyard.whatif.scenario import Scenario
+
+PROFILE = "whatif"
+
+
+def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
+                      speedup: float = cluster_plan.DEFAULT_SPEEDUP, port_base: int = cluster_plan.ENGINE_PORT_BASE,
+                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """The side's figures as `compare.replay_side` gives them, measured on a cluster started for it and
+    stopped afterwards, plus `engine` (what ran it) and `unfinished` (jobs still waiting when it gave up)."""
+    from trainyard.toolchain.build import ensure_built
+
+    built = cluster_plan.plan(config, port_base=port_base, speedup=speedup)
+    unsubmitted = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus,
+                    "reason": f"{reason} (not submitted: it could only wait)"}
+                   for job in trace if (reason := shape_refusal(job, scenario)) is not None]
+    skipped = {entry["job"] for entry in unsubmitted}
+    submitted_jobs = [job for job in trace if job.name not in skipped]
+    ensure_built(*local.REQUIRED_TOOLS)
+    name = built.spec.name
+    if local.is_running(name):
+        local.down(name, echo=lambda *_: None)
+    started = time.monotonic()
+    echo(f"  starting cluster {name}: {built.spec.nodes} nodes x {built.spec.gpus_per_node} GPUs")
+    local.up(built.spec, echo=lambda line: None)
+    try:
+        record = _replay(built, submitted_jobs, speedup, echo)
+    finally:
+        local.down(name, echo=lambda *_: None)
+    refused = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus, "reason": _server_words(record.refused[job.name])}
+               for job in submitted_jobs if job.name in record.refused]
+    runnable = prioritized([job for job in submitted_jobs if job.name not in record.refused], scenario)
+    submitted, pods, end = cluster_plan.expanded(record.submitted, list(record.pods.values()), record.end, speedup)
+    side = side_figures(scenario, runnable, unsubmitted + refused, submitted, pods, end)
+    side["not_modelled"] = []  # the cluster ran everything the model leaves out
+    side["engine"] = {"name": "cluster", "speedup": speedup, "notes": list(built.notes),
+                      "wall_s": round(time.monotonic() - started, 1)}
+    side["unfinished"] = record.unfinished
+    return side
+
+
+def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup: float, echo):
+    name = built.spec.name
+    replay = Replay(name, (), built.spec.nodes * built.spec.gpus_per_node, echo=echo)
+    for node, labels in built.node_labels.items():
+        local.kubectl(name, "label", "node", node, *(f"{k}={v}" for k, v in labels.items()), "--overwrite")
+    tenant_readiness.wait_quota_controller_counting(name, replay.core)
+    replay.apply(list(built.objects))
+    namespaces = sorted(set(built.namespaces.values()))
+    tenant_readiness.wait_tenants_in_force(name, replay.core, namespaces)
+    replay.use_scheduler_settings(built.scheduler)
+    fast = cluster_plan.compressed(trace, speedup)
+    capacity = max(1, built.spec.nodes * built.spec.gpus_per_node)
+    timeout = max((j.arrival for j in fast), default=0) + 3 * offered_gpu_seconds(fast) / capacity + 120
+    echo(f"  replaying {len(fast)} jobs ({speedup:g}x faster than the trace; at most {timeout:.0f} s)")
+    return replay.run(fast, PROFILE, gang=True, direct=False, timeout=timeout,
+                      build=lambda job: [cluster_plan.submission(job, built.namespaces)])
+
+
+def _server_words(message: str) -> str:
+    """The API server's refusal, without the client's wrapping (the part after the last `: ` of its reason)."""
+    for marker in ("admission webhook", "Error from server", "denied the request"):
+        if marker in message:
+            return message[message.index(marker):].strip()[:300]
+    return message.strip()[-300:]
+

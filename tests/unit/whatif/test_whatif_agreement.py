@@ -1,0 +1,66 @@
+"""The agreement's stack changes are valid stacks of eight kinds, and a case scores the model's predicted change
+against the cluster's measured one: signs only beyond the spread, errors in points and seconds."""
+
+import pytest
+
+from trainyard.scheduling.trace import TraceJob
+from trainyard.whatif import agreement as A
+from trainyard.whatif.scenario import scenario
+from trainyard.whatif.stacks import scheduling_changes
+
+from stackfiles import config, local_document
+
+
+def test_eight_kinds_of_change_each_a_valid_stack_that_changes_a_scheduling_setting(tmp_path):
+    assert len({c.kind for c in A.CHANGES}) == 8
+    current = config(A.base(local_document()), tmp_path, "Pulumi.base.yaml")
+    for change in A.CHANGES:
+        proposal = config(A.proposed(A.base(local_document()), change), tmp_path, f"Pulumi.{change.name}.yaml")
+        assert scheduling_changes(current, proposal), change.name
+        assert scenario(proposal).capacity == 32
+
+
+def test_the_base_gives_each_tenant_the_whole_cluster(tmp_path):
+    terms = scenario(config(A.base(local_document()), tmp_path)).tenants
+    assert {name: t.cap_gpus for name, t in terms.items()} == {"team-a": 32, "team-b": 32}
+
+
+def test_one_team_b_job_in_four_names_the_high_class():
+    trace = [TraceJob(f"j{i}", "team-b" if i % 2 else "team-a", i, 10.0, 1, 8, None) for i in range(16)]
+    marked = A.with_high_priority(trace)
+    assert [j.name for j in marked if j.priority_class == A.HIGH] == ["j7", "j15"]
+    assert all(j.priority_class is None for j in marked if j.tenant == "team-a")
+
+
+def side(allocation, share_a, p50_small):
+    return {"allocation": allocation, "goodput": allocation, "tenants": {"team-a": {"share": share_a}},
+            "wait_by_size": {"1x8": {"p50_s": p50_small, "p95_s": p50_small * 2}}}
+
+
+@pytest.mark.parametrize("model_after, cluster_after, noise, scored, agrees, error", [
+    (0.70, 0.72, 0.5, True, True, 2.0),     # both up: agrees, 2 points apart
+    (0.70, 0.58, 0.5, True, False, 12.0),   # model up, cluster down beyond its spread: disagrees
+    (0.70, 0.598, 1.0, False, None, 10.2),  # cluster's change within its spread: sign not scored
+])
+def test_a_case_scores_signs_beyond_the_spread_and_errors_always(model_after, cluster_after, noise, scored, agrees,
+                                                                 error):
+    model = {"current": side(0.60, 0.5, 100), "proposed": side(model_after, 0.4, 160)}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(cluster_after, 0.45, 90)}
+    found = A.case(A.CHANGES[0], 31, model, cluster, {"allocation": noise})
+    row = found["figures"]["allocation"]
+    assert (row["sign_scored"], row["sign_agrees"], row["error"]) == (scored, agrees, pytest.approx(error, abs=0.01))
+    assert found["figures"]["share.team-a"]["error"] == pytest.approx(5.0)
+    assert found["figures"]["wait_p50.1x8"] == {"model": 60.0, "cluster": -10.0, "error": 70.0, "spread": 0.0,
+                                                "sign_scored": True, "sign_agrees": False}
+
+
+def test_the_summary_counts_changes_seeds_and_the_largest_errors():
+    model = {"current": side(0.60, 0.5, 100), "proposed": side(0.70, 0.4, 160)}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.72, 0.45, 100)}
+    cases = [A.case(change, seed, model, cluster, {}) for change in A.CHANGES[:2] for seed in (31, 32)]
+    found = A.summary(cases)
+    assert (found["changes"], found["seeds"], found["cases"]) == (2, 2, 4)
+    assert found["max_allocation_error_points"] == pytest.approx(2.0)
+    assert found["max_share_error_points"] == pytest.approx(5.0)
+    # allocation, goodput and share agree; wait p50 (+60 vs 0: not beyond a zero spread... 0 is not > 0) unscored
+    assert found["sign_agreement"] == pytest.approx(1.0)
