@@ -329,6 +329,11 @@ ESTIMATES = Bench(
     figures=(
         Figure("jobs_scored", "shipped_default.jobs_scored", "jobs that waited 10 s or more", digits=0),
         *_estimate_errors("shipped_default", "shipped default (no trainerStatus)"),
+        Figure("shipped_default_given_share", "shipped_default.given_share",
+               "shipped default: jobs told a time (the rest are told there is no estimate)", unit="%", scale=100.0,
+               digits=0),
+        Figure("shipped_default_given_median_share", "shipped_default.given.median_error_share",
+               "shipped default, jobs told a time: error / real wait, median", unit="%", scale=100.0, digits=0),
         *_estimate_errors("true_run_time", "true run time (trainerStatus)"),
     ),
 )
