@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Does `trainyard fit` say what then happens? Generated TrainJobs (tenants, runtimes, sizes, topology tiers,
-priority classes; on an idle and on a loaded cluster) are asked to `fit`, then created, and the outcome is
+priority classes, runtimes whose pods Pod Security or the ServiceAccount admission refuse; on an idle and on a
+loaded cluster) are asked to `fit`, then created, and the outcome is
 observed: placed (every pod bound), refused at create, or waiting (Volcano or the controller says why, nothing
 bound). A waiting job is then given room (the load leaves, the cluster is idle) and watched for a bounded window:
 placed after room was made, or never placed. Prints the verdict x outcome table, the agreement and every
@@ -61,6 +62,12 @@ class Platform:
         return [self.name("gang"), self.name("gangless"), self.name("rack")]
 
     @property
+    def refused_runtimes(self) -> list[str]:
+        """Runtimes whose pods an admission layer refuses: Pod Security (baseline: no privileged container) and
+        the ServiceAccount admission (an account the namespace does not have)."""
+        return [self.name("privileged"), self.name("ghost-sa")]
+
+    @property
     def high(self) -> str:
         return self.name("high")
 
@@ -79,9 +86,9 @@ def tenant(platform: Platform, name: str) -> TenantSpec:
                       groups=TenantGroups.defaults_for(name))
 
 
-def runtime(name: str, policy: dict | None) -> dict:
+def runtime(name: str, policy: dict | None, container: dict | None = None, **pod_fields) -> dict:
     pod: dict = {"containers": [{"name": "node", "image": IMAGE, "command": ["torchrun", "train.py"],
-                                 "resources": {"limits": {K.GPU_RESOURCE: "8"}}}]}
+                                 "resources": {"limits": {K.GPU_RESOURCE: "8"}}, **(container or {})}], **pod_fields}
     spec: dict = {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
         "name": "node", "template": {"metadata": {"labels": {K.LABEL_ANCESTOR: "trainer"}},
                                      "spec": {"template": {"spec": pod}}}}]}}}
@@ -97,8 +104,11 @@ def platform_objects(platform: Platform) -> list[dict]:
     classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
                for n, v in ((platform.low, 100), (platform.high, 10000))]
     gang, gangless, rack = platform.runtimes
+    privileged, ghost = platform.refused_runtimes
     runtimes = [runtime(gang, {"volcano": {}}), runtime(gangless, None),
-                runtime(rack, {"volcano": {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}})]
+                runtime(rack, {"volcano": {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}),
+                runtime(privileged, {"volcano": {}}, {"securityContext": {"privileged": True}}),
+                runtime(ghost, {"volcano": {}}, serviceAccountName="ghost")]
     tenants = [obj for name in platform.tenants for obj in tenant_bundle(tenant(platform, name))]
     return classes + runtimes + tenants
 
@@ -134,7 +144,9 @@ def generate(platform: Platform, count: int, seed: int) -> list[Case]:
         who = rng.choice(users)
         granted_high = who == platform.name("a") or rng.random() < 0.1  # else an ungranted class: refused
         priority = rng.choice([None, None, platform.low] + ([platform.high] if granted_high else []))
-        cases.append(Case(tenant=who, runtime=rng.choice(platform.runtimes), nodes=rng.choice([1, 1, 2, 2, 3, 4, 5]),
+        refused_pods = rng.random() < 0.15  # pods an admission layer refuses, whatever their size
+        kind = rng.choice(platform.refused_runtimes if refused_pods else platform.runtimes)
+        cases.append(Case(tenant=who, runtime=kind, nodes=rng.choice([1, 1, 2, 2, 3, 4, 5]),
                           gpus=rng.choice([1, 2, 4, 8, 8, 16]), priority=priority, limits_only=rng.random() < 0.5,
                           loaded=index >= count // 2))
     return sorted(cases, key=lambda c: c.loaded)

@@ -384,13 +384,16 @@ def test_fit_agrees_with_what_then_happens_on_a_slice_of_the_agreement_bench(clu
     bench = bench_module.Bench(cluster.name, platform, start_window=15)
     a, b, c = (platform.name(x) for x in "abc")
     gang, gangless, _ = platform.runtimes
+    privileged, ghost = platform.refused_runtimes
     case = bench_module.Case
     cases = [case(a, gang, 2, 8, None, True, False),            # fits -> placed
              case(b, gangless, 2, 8, None, False, False),       # fits, as the tenant gang of a gang-less runtime
              case(b, gang, 3, 8, None, True, False),            # refused: quota 16 -> refused at create
              case(c, gang, 2, 8, None, True, False),            # refused: queue capability 12 -> never placed
              case(a, gang, 1, 16, platform.high, True, False),  # refused: larger than every node -> never placed
-             case(a, gang, 3, 8, None, True, True)]             # waits: the load holds GPUs -> placed once it left
+             case(a, gang, 3, 8, None, True, True),             # waits: the load holds GPUs -> placed once it left
+             case(a, privileged, 1, 8, None, True, False),      # refused: Pod Security refuses its pods -> at create
+             case(b, ghost, 1, 8, None, True, False)]           # refused: no such ServiceAccount -> at create
     cluster.created_namespaces.extend(platform.tenants)
     bench.setup(shared=False)
     try:
@@ -398,7 +401,7 @@ def test_fit_agrees_with_what_then_happens_on_a_slice_of_the_agreement_bench(clu
     finally:
         bench.teardown()
     assert figures["disagreements"] == [] and figures["agreed"] == len(cases), figures
-    assert figures["table"] == {"fits": {"placed": 2}, "refused": {"refused at create": 1, "never placed": 2},
+    assert figures["table"] == {"fits": {"placed": 2}, "refused": {"refused at create": 3, "never placed": 2},
                                 "waits": {"placed after room was made": 1}}, figures["table"]
 
 

@@ -18,7 +18,7 @@ PORT_BASE = os.environ.get("TRAINYARD_WHATIF_TEST_PORT_BASE", "28400")
 
 def test_a_slice_of_the_whatif_agreement_runs_both_sides_on_clusters_and_scores_the_model(tmp_path):
     bench = load_bench("whatif_agreement")
-    code = bench.main(["--seeds", "31", "--changes", "weight", "--jobs", "14", "--speedup", "8", "--no-spread",
+    code = bench.main(["--seeds", "31", "--changes", "weight", "--jobs", "24", "--speedup", "8", "--no-spread",
                        "--port-base", PORT_BASE, "--work", str(tmp_path / "work"), "--out", str(tmp_path)])
     assert code == 0
     results = json.loads((tmp_path / "whatif_agreement.json").read_text())["results"]
@@ -33,6 +33,6 @@ def test_a_slice_of_the_whatif_agreement_runs_both_sides_on_clusters_and_scores_
     assert len(sides) == 2 and all(side["engine"]["name"] == "cluster" and side["engine"]["speedup"] == 8
                                    for side in sides)
     # both engines saw the cluster busy: allocation figures on both sides, within the bench's coarse bound of
-    # each other (the bench's 3-point target is judged over full traces, not on this slice of 14 jobs)
+    # each other (the bench's 3-point target is judged over full traces, not on this slice of 24 jobs)
     assert all(side["allocation"] is not None for side in sides)
     assert summary["max_allocation_error_points"] <= 15, rows
