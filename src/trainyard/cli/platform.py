@@ -99,15 +99,15 @@ def whatif(
     each tenant's share against its entitlement, waits by tenant and job size, jobs that could never run."""
     from trainyard.errors import TrainyardError
     from trainyard.whatif.cluster_plan import EngineLimit
-    from trainyard.whatif.run import what_if_files
+    from trainyard.whatif.run import ENGINES, what_if_files
     from trainyard.whatif.text import render
     from trainyard.whatif.workload import trace_document
 
     if output not in ("table", "json"):
         console.print(f"[red]error:[/] --output {output!r}: use table or json")
         raise typer.Exit(2)
-    if engine not in ("model", "cluster"):
-        console.print(f"[red]error:[/] --engine {engine!r}: use model or cluster")
+    if engine not in ENGINES:
+        console.print(f"[red]error:[/] --engine {engine!r}: use {' or '.join(ENGINES)}")
         raise typer.Exit(2)
     path = stack_deploy.stack_file(stack)
     if not path.is_file():

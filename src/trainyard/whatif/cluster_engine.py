@@ -78,7 +78,8 @@ def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup:
 
 
 def _server_words(message: str) -> str:
-    """The API server's refusal, without the client's wrapping (the part after the last `: ` of its reason)."""
+    """The API server's refusal without the client library's wrapping: from the first words of the server's own
+    message on, at most 300 characters."""
     for marker in ("admission webhook", "Error from server", "denied the request"):
         if marker in message:
             return message[message.index(marker):].strip()[:300]

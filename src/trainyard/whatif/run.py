@@ -49,7 +49,10 @@ def what_if(pair: StackPair, trace: str = GENERATED, seed: int = 0, jobs: int = 
     replayed, described = workload(trace, pair, seed, jobs)
     if engine == CLUSTER:
         from trainyard.whatif.cluster_engine import replay_on_cluster
+        from trainyard.whatif.cluster_plan import plan
 
+        for config in (pair.current, pair.proposed):  # a stack it cannot build is refused before anything starts
+            plan(config, port_base=port_base, speedup=speedup)
         result: dict[str, dict[str, Any]] = {}
         for side, config in (("current", pair.current), ("proposed", pair.proposed)):
             echo(f"{side} stack on the cluster engine:")

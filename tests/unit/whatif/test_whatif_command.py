@@ -81,6 +81,7 @@ def test_whatif_against_a_proposed_file_and_a_trace_file(checkout, tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["proposed"]["workload"] == {"source": str(trace), "seed": 0, "jobs": 120}
+    assert result["current"]["engine"] == result["proposed"]["engine"] == {"name": "model"}
     assert result["proposed"]["tenants"]["team-b"]["share"] > result["current"]["tenants"]["team-b"]["share"] + 0.1
 
 
@@ -89,6 +90,7 @@ def test_whatif_against_a_proposed_file_and_a_trace_file(checkout, tmp_path):
     (["--trace", "nope.json"], "cannot read it"),
     (["--stack", "nosuch"], "no stack file"),
     (["-o", "yaml"], "use table or json"),
+    (["--engine", "gpu"], "--engine 'gpu': use model or cluster"),
 ])
 def test_whatif_refuses_what_it_cannot_replay_and_says_why(checkout, args, message):
     out = run(checkout, "platform", "whatif", *(["--stack", "t"] if "--stack" not in args else []), *args)
@@ -137,3 +139,13 @@ def test_a_saved_generated_trace_replays_to_the_same_result(checkout, tmp_path):
         for name in ("current", "proposed"):
             side[name].pop("workload")
     assert figures[0] == figures[1]
+
+
+def test_the_cluster_engine_refuses_a_stack_it_cannot_build_before_starting_anything(checkout, tmp_path):
+    def named(doc):
+        doc["config"]["trainyard:topology"]["racks"] = [{"name": "r1", "spine": "s1", "nodes": ["x", "y"]}]
+    proposal = write(edited(roomy(local_document()), named), tmp_path / "named.yaml")
+    out = run(checkout, "platform", "whatif", "--stack", "t", "--proposed", str(proposal), "--engine", "cluster")
+    assert out.returncode == 2
+    assert "topology.racks[0].nodes" in out.stderr and "--engine model" in out.stderr, out.stderr
+    assert "starting cluster" not in out.stderr
