@@ -8,7 +8,7 @@ The run-to-run spread is measured per seed by replaying the base stack twice on 
 where the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
 
 Usage: .venv/bin/python bench/whatif_agreement.py [--seeds 31,32,33] [--changes weight,capability,...]
-       [--jobs 40] [--speedup 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
+       [--jobs 24] [--speedup 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="31,32,33")
     parser.add_argument("--changes", default=",".join(c.name for c in A.CHANGES))
-    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--jobs", type=int, default=24)
     parser.add_argument("--speedup", type=float, default=4.0)
     parser.add_argument("--no-spread", action="store_true", help="skip the second replay of the base (spread 0)")
     parser.add_argument("--port-base", type=int, default=28200)
