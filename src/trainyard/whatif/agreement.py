@@ -18,6 +18,8 @@ from trainyard import k8s as K
 from trainyard.scheduling.trace import TraceJob
 
 HIGH = "training-high"
+NO_CHANGE = 0.05
+"""Points or seconds: a change smaller than this is none (the what-if table prints it as no change)."""
 GPU = K.GPU_RESOURCE
 
 
@@ -164,8 +166,13 @@ def case(change: Change, seed: int, model: Mapping[str, Mapping[str, Any]], clus
         rows[key] = {"model": round(predicted[key], 2), "cluster": round(measured[key], 2),
                      "error": round(abs(predicted[key] - measured[key]), 2), "spread": round(noise.get(key, 0.0), 2),
                      "sign_scored": beyond,
-                     "sign_agrees": (predicted[key] > 0) == (measured[key] > 0) if beyond else None}
+                     "sign_agrees": _sign(predicted[key]) == _sign(measured[key]) if beyond else None}
     return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows}
+
+
+def _sign(change: float) -> int:
+    """-1, 0 or +1: a change under `NO_CHANGE` is no change (a prediction of none is a sign too)."""
+    return 0 if abs(change) < NO_CHANGE else (1 if change > 0 else -1)
 
 
 def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -41,6 +41,8 @@ def side(allocation, share_a, p50_small):
     (0.70, 0.72, 0.5, True, True, 2.0),     # both up: agrees, 2 points apart
     (0.70, 0.58, 0.5, True, False, 12.0),   # model up, cluster down beyond its spread: disagrees
     (0.70, 0.598, 1.0, False, None, 10.2),  # cluster's change within its spread: sign not scored
+    (0.60, 0.58, 0.5, True, False, 2.0),    # the model predicts no change, the cluster a fall beyond its spread
+    (0.6002, 0.6, 0.0, False, None, 0.02),  # both no change
 ])
 def test_a_case_scores_signs_beyond_the_spread_and_errors_always(model_after, cluster_after, noise, scored, agrees,
                                                                  error):
