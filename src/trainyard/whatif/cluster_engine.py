@@ -9,6 +9,8 @@ could ever hold is not submitted (it would only wait); it is reported with the m
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from typing import Any, Callable, Sequence
 
@@ -47,7 +49,7 @@ def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[T
         record = _replay(built, submitted_jobs, speedup, echo)
     finally:
         local.down(name, echo=lambda *_: None)
-    refused = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus, "reason": _server_words(record.refused[job.name])}
+    refused = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus, "reason": server_words(record.refused[job.name])}
                for job in submitted_jobs if job.name in record.refused]
     runnable = prioritized([job for job in submitted_jobs if job.name not in record.refused], scenario)
     submitted, pods, end = cluster_plan.expanded(record.submitted, list(record.pods.values()), record.end, speedup)
@@ -77,11 +79,10 @@ def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup:
                       build=lambda job: [cluster_plan.submission(job, built.namespaces)])
 
 
-def _server_words(message: str) -> str:
-    """The API server's refusal without the client library's wrapping: from the first words of the server's own
-    message on, at most 300 characters."""
-    for marker in ("admission webhook", "Error from server", "denied the request"):
-        if marker in message:
-            return message[message.index(marker):].strip()[:300]
+def server_words(message: str) -> str:
+    """The API server's refusal without the client library's wrapping: the `message` of the Status in the response
+    body when there is one, at most 300 characters."""
+    found = re.search(r'"message":\s*"((?:[^"\\]|\\.)*)"', message)
+    if found:
+        return json.loads(f'"{found.group(1)}"')[:300]
     return message.strip()[-300:]
-

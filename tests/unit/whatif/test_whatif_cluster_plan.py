@@ -79,3 +79,19 @@ def test_time_is_compressed_for_the_cluster_and_restored_for_the_figures():
     submitted, pods, end = expanded({"a": 25.5}, [PodRecord("a", 8, "n", bound=26.0, ended=None)], 50.0, 4)
     assert submitted == {"a": 102.0} and end == 200.0
     assert (pods[0].bound, pods[0].ended, pods[0].node) == (104.0, None, "n")
+
+
+@pytest.mark.parametrize("raised, words", [
+    ('(404)\nReason: Not Found\nHTTP response body: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+     '"message":"namespaces \\"team-c\\" not found","reason":"NotFound","code":404}\n\n',
+     'namespaces "team-c" not found'),
+    ('(403)\nHTTP response body: {"message":"admission webhook \\"validator.trainer.trainyard.dev\\" denied the request: '
+     'metadata.labels[trainyard.dev/priority-class]: Unsupported value","code":403}',
+     'admission webhook "validator.trainer.trainyard.dev" denied the request: '
+     'metadata.labels[trainyard.dev/priority-class]: Unsupported value'),
+    ("connection refused", "connection refused"),
+])
+def test_a_refusal_is_reported_in_the_api_servers_words(raised, words):
+    from trainyard.whatif.cluster_engine import server_words
+
+    assert server_words(raised) == words
