@@ -61,8 +61,8 @@ class StartEstimate:
     """Seconds from now; None: not within the horizon."""
     guessed: bool = False
     """The start moves with the guessed run times (`GUESS_STRETCH`): it is the default's, not the cluster's; the
-    estimate then says it has none rather than a precise time (the start estimates bench measured such estimates
-    off by a median of 55 times the real wait)."""
+    estimate then says it has none rather than a precise time (how far off such times are: the start_estimates
+    bench)."""
 
 
 def remaining_time(estimated_remaining_s: float | None, ran_s: float, default_run_s: float = DEFAULT_RUN_S) -> float:

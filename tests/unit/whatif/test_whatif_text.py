@@ -1,0 +1,22 @@
+"""The what-if's words name the engine that produced the figures, and a cluster replay's unfinished jobs and notes."""
+
+from trainyard.whatif.text import engine_words, render
+
+
+def side(engine, unfinished=()):
+    return {"stack": "s", "workload": {"source": "generated", "jobs": 3, "seed": 0}, "allocation": 0.5,
+            "goodput": 0.5, "tenants": {}, "wait_by_size": {}, "never_runnable": [], "not_modelled": [], "limits": {},
+            "engine": engine, "unfinished": list(unfinished)}
+
+
+def test_the_model_is_named_by_default():
+    assert engine_words({}) == engine_words({"name": "model"}) == "trainyard's model of vc-scheduler"
+
+
+def test_a_cluster_replay_says_so_with_its_speed_its_notes_and_the_jobs_it_gave_up_on():
+    engine = {"name": "cluster", "speedup": 4.0, "notes": ["time runs 4x faster on the cluster"]}
+    text = render({"current": side(engine), "proposed": side(engine, [f"j{i}" for i in range(7)])}, [])
+    assert "replayed on a local cluster per side (real vc-scheduler, JobSet and trainyard controllers, 4x time)" in text
+    assert "unfinished (proposed): 7 jobs still waiting when the replay gave up (j0, j1, j2, j3, j4, ...)" in text
+    assert "unfinished (current)" not in text
+    assert "cluster engine: time runs 4x faster on the cluster" in text
