@@ -25,7 +25,6 @@ import yaml
 from trainyard.benchkit import run_record, write_results
 from trainyard.paths import repo_root
 from trainyard.platform.stack_source import read_stack_source
-from trainyard.scheduling.trace import TraceJob
 from trainyard.whatif import agreement as A
 from trainyard.whatif.compare import replay_side
 from trainyard.whatif.scenario import scenario
@@ -65,21 +64,7 @@ def stack(document: dict, directory: Path, name: str):
     return load(read_stack_source(path))
 
 
-def workload(change: A.Change, base_trace: list[TraceJob]) -> list[TraceJob]:
-    """The base trace; for a new tenant, one team-b job in three moved to it (a team waiting to be onboarded)."""
-    if change.name != "new-tenant":
-        return base_trace
-    out, seen = [], 0
-    for job in base_trace:
-        if job.tenant == "team-b":
-            seen += 1
-            if seen % 3 == 0:
-                job = TraceJob(**{**job.__dict__, "tenant": "team-c", "priority_class": None})
-        out.append(job)
-    return out
-
-
-def on_cluster(args, config, trace: list[TraceJob], key: str) -> dict:
+def on_cluster(args, config, trace: list, key: str) -> dict:
     """One side on the cluster engine, or its kept replay from --work (same stack, trace and speed)."""
     from trainyard.whatif.cluster_engine import replay_on_cluster
 
@@ -118,8 +103,8 @@ def main(argv=None) -> int:
                 noise = A.spread(current, on_cluster(args, base, base_trace, f"s{seed}-base-again"))
             spreads[seed] = {key: round(value, 2) for key, value in noise.items()}
             for change in args.changes:
-                trace = workload(change, base_trace)
-                now = current if trace is base_trace else on_cluster(args, base, trace, f"s{seed}-base-{change.name}")
+                trace = A.workload(change, base_trace)
+                now = current if trace == base_trace else on_cluster(args, base, trace, f"s{seed}-base-{change.name}")
                 config = proposals[change.name]
                 model = {"current": replay_side(scenario(base), trace, seed),
                          "proposed": replay_side(scenario(config), trace, seed)}

@@ -109,16 +109,29 @@ def proposed(doc: Mapping[str, Any], change: Change) -> dict:
     return out
 
 
-def with_high_priority(trace: Sequence[TraceJob], tenant: str = "team-b", every: int = 4) -> list[TraceJob]:
-    """Every `every`th job of `tenant` names the high class (refused until the tenant is granted it)."""
+def _every_nth(trace: Sequence[TraceJob], of: str, every: int, **changes: Any) -> list[TraceJob]:
+    """The trace with `changes` made to every `every`th job of tenant `of`."""
     out, seen = [], 0
     for job in trace:
-        if job.tenant == tenant:
+        if job.tenant == of:
             seen += 1
             if seen % every == 0:
-                job = replace(job, priority_class=HIGH)
+                job = replace(job, **changes)
         out.append(job)
     return out
+
+
+def with_high_priority(trace: Sequence[TraceJob], tenant: str = "team-b", every: int = 4) -> list[TraceJob]:
+    """Every `every`th job of `tenant` names the high class (refused until the tenant is granted it)."""
+    return _every_nth(trace, tenant, every, priority_class=HIGH)
+
+
+def workload(change: Change, trace: Sequence[TraceJob]) -> list[TraceJob]:
+    """The trace a change is judged on: for a new tenant, one team-b job in three is the new team's (a team waiting
+    to be onboarded); for every other change, the trace itself."""
+    if change.apply is not _new_tenant:
+        return list(trace)
+    return _every_nth(trace, "team-b", 3, tenant="team-c", priority_class=None)
 
 
 def figures(side: Mapping[str, Any]) -> dict[str, float | None]:

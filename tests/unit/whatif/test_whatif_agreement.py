@@ -66,3 +66,12 @@ def test_the_summary_counts_changes_seeds_and_the_largest_errors():
     assert found["max_share_error_points"] == pytest.approx(5.0)
     # allocation, goodput and share agree; wait p50 (+60 vs 0: not beyond a zero spread... 0 is not > 0) unscored
     assert found["sign_agreement"] == pytest.approx(1.0)
+
+
+def test_the_new_tenant_is_judged_on_a_third_of_team_b_jobs_and_every_other_change_on_the_trace_itself():
+    trace = A.with_high_priority([TraceJob(f"j{i}", "team-b", i, 10.0, 1, 8, None) for i in range(12)])
+    by_name = {c.name: c for c in A.CHANGES}
+    moved = A.workload(by_name["new-tenant"], trace)
+    assert [j.name for j in moved if j.tenant == "team-c"] == ["j2", "j5", "j8", "j11"]
+    assert all(j.priority_class is None for j in moved if j.tenant == "team-c")
+    assert A.workload(by_name["weight"], trace) == trace
