@@ -4,8 +4,9 @@
 the model predicts beside the change the real vc-scheduler, JobSet and trainyard controllers produce on a
 throw-away cluster of the stack's shape. Prints a table per case and the summary; asserts nothing.
 
-The run-to-run spread is measured per seed by replaying the base stack twice on the cluster; a sign is scored only
-where the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
+The run-to-run spread is measured per seed by replaying the base stack twice on the cluster; a figure's spread is the
+largest any seed showed (for a wait, at least one scheduling cycle in trace seconds), and a sign is scored only where
+the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
 
 Usage: .venv/bin/python bench/whatif_agreement.py [--seeds 31,32,33] [--changes weight,capability,...]
        [--jobs 24] [--speedup 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
@@ -25,11 +26,16 @@ import yaml
 from trainyard.benchkit import run_record, write_results
 from trainyard.paths import repo_root
 from trainyard.platform.stack_source import read_stack_source
+from trainyard.schedtrace.summary import SCHEDULE_CYCLE_S
 from trainyard.whatif import agreement as A
 from trainyard.whatif.compare import replay_side
-from trainyard.whatif.scenario import scenario
+from trainyard.whatif.scenario import at_speedup, scenario
 from trainyard.whatif.stacks import load
 from trainyard.whatif.workload import generated, tenants_of, trace_document
+
+MODEL_NOTE = ("each side on the model is the mean of an ensemble of replays (trainyard.whatif.ensemble), its "
+              "wall-clock latencies and loops multiplied by the speedup as the compressed cluster replay runs them "
+              "(trainyard.whatif.scenario.at_speedup)")
 
 CALIBRATION_SEEDS = (12, 13, 14, 7, 8, 9)
 """Seeds the model's constants or earlier agreement benches used: never an out-of-sample seed here."""
@@ -64,12 +70,12 @@ def stack(document: dict, directory: Path, name: str):
     return load(read_stack_source(path))
 
 
-def on_cluster(args, config, trace: list, key: str) -> dict:
-    """One side on the cluster engine, or its kept replay from --work (same stack, trace and speed)."""
+def on_cluster(args, config, document: dict, trace: list, key: str) -> dict:
+    """One side on the cluster engine, or its kept replay from --work (same stack document, trace and speed)."""
     from trainyard.whatif.cluster_engine import replay_on_cluster
 
     path = args.work / f"{key}.json"
-    identity = {"trace": trace_document(trace), "speedup": args.speedup, "stack": key.split("-", 1)[1]}
+    identity = {"trace": trace_document(trace), "speedup": args.speedup, "stack": document}
     if path.exists():
         kept = json.loads(path.read_text())
         if kept.get("identity") == identity:
@@ -87,39 +93,48 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     local = yaml.safe_load((repo_root() / "stacks" / "Pulumi.local.yaml").read_text())
-    cases, spreads = [], {}
+    replayed, spreads = [], {}
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         base_doc = A.base(local)
         base = stack(base_doc, directory, "base")
-        proposals = {c.name: stack(A.proposed(base_doc, c), directory, c.name) for c in args.changes}
+        documents = {c.name: A.proposed(base_doc, c) for c in args.changes}
+        proposals = {name: stack(document, directory, name) for name, document in documents.items()}
         for seed in args.seeds:
             names = tenants_of({t.name: t for t in base.tenants})
             base_trace = A.with_high_priority(generated(scenario(base), names, seed, args.jobs))
             print(f"seed {seed}: {len(base_trace)} jobs", flush=True)
-            current = on_cluster(args, base, base_trace, f"s{seed}-base")
-            noise = {}
+            current = on_cluster(args, base, base_doc, base_trace, f"s{seed}-base")
             if not args.no_spread:
-                noise = A.spread(current, on_cluster(args, base, base_trace, f"s{seed}-base-again"))
-            spreads[seed] = {key: round(value, 2) for key, value in noise.items()}
+                again = on_cluster(args, base, base_doc, base_trace, f"s{seed}-base-again")
+                spreads[seed] = {key: round(value, 2) for key, value in A.spread(current, again).items()}
             for change in args.changes:
                 trace = A.workload(change, base_trace)
-                now = current if trace == base_trace else on_cluster(args, base, trace, f"s{seed}-base-{change.name}")
+                now = current if trace == base_trace else on_cluster(args, base, base_doc, trace,
+                                                                     f"s{seed}-base-{change.name}")
                 config = proposals[change.name]
-                model = {"current": replay_side(scenario(base), trace, seed),
-                         "proposed": replay_side(scenario(config), trace, seed)}
-                cluster = {"current": now, "proposed": on_cluster(args, config, trace, f"s{seed}-{change.name}")}
-                found = A.case(change, seed, model, cluster, noise)
-                found["unfinished"] = {side: cluster[side].get("unfinished", []) for side in cluster}
-                cases.append(found)
-                print_case(found)
+                model = {"current": replay_side(at_speedup(scenario(base), args.speedup), trace, seed),
+                         "proposed": replay_side(at_speedup(scenario(config), args.speedup), trace, seed)}
+                cluster = {"current": now, "proposed": on_cluster(args, config, documents[change.name], trace,
+                                                                  f"s{seed}-{change.name}")}
+                replayed.append((change, seed, model, cluster))
+    noise = A.pooled_spread(list(spreads.values()))
+    wait_floor_s = SCHEDULE_CYCLE_S * args.speedup
+    cases = []
+    for change, seed, model, cluster in replayed:
+        found = A.case(change, seed, model, cluster, noise, wait_floor_s)
+        found["model_ensemble"] = model["current"].get("ensemble")
+        found["unfinished"] = {side: cluster[side].get("unfinished", []) for side in cluster}
+        cases.append(found)
+        print_case(found)
     headline = A.summary(cases)
     print(json.dumps(headline, indent=1))
     if args.out:
         record = run_record(["bench/whatif_agreement.py", *(sys.argv[1:] if argv is None else argv)])
         write_results(args.out, "whatif_agreement", record, {
             "summary": headline, "seeds": args.seeds, "jobs": args.jobs, "speedup": args.speedup,
-            "spread_measured": not args.no_spread, "spreads": spreads, "cases": cases,
+            "spread_measured": not args.no_spread, "spreads": spreads, "pooled_spread": noise,
+            "wait_floor_s": wait_floor_s, "model": MODEL_NOTE, "cases": cases,
             "seconds": round(time.monotonic() - started)})
     return 0
 

@@ -2,10 +2,11 @@
 predicted change is scored against the change the cluster engine measured.
 
 The base is the local stack with room to move (each tenant may use the whole cluster, a TrainJob count no replay
-reaches, its controller configured by the stack as in a real cluster), so every kind of change can show an effect; one job in four of team-b names `training-high`, which
-only the priority-class change grants it. A case is one change on one trace seed: the model's change
+reaches, its controller configured by the stack as in a real cluster), so every kind of change can show an
+effect; one job in four of team-b names `training-high`, which only the priority-class change grants it. A case is one change on one trace seed: the model's change
 (proposed - current) beside the cluster's, per figure. A sign is scored only where the cluster's change exceeds
-its run-to-run spread (two cluster replays of the same side); the errors are absolute, in points or seconds.
+its run-to-run spread (the largest difference between two cluster replays of the same base over the seeds; for a
+wait, at least one scheduling cycle); the errors are absolute, in points or seconds.
 """
 
 from __future__ import annotations
@@ -167,17 +168,30 @@ def spread(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, flo
     return {key: abs(value) for key, value in changes_of(first, second).items()}
 
 
+def pooled_spread(per_seed: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The spread each figure is scored against: the largest run-to-run difference any seed showed (one pair of
+    replays per seed says little alone; the engine's noise does not depend on the trace's seed)."""
+    out: dict[str, float] = {}
+    for noise in per_seed:
+        for key, value in noise.items():
+            out[key] = max(out.get(key, 0.0), value)
+    return out
+
+
 def case(change: Change, seed: int, model: Mapping[str, Mapping[str, Any]], cluster: Mapping[str, Mapping[str, Any]],
-         noise: Mapping[str, float]) -> dict[str, Any]:
+         noise: Mapping[str, float], wait_floor_s: float = 0.0) -> dict[str, Any]:
     """One change on one seed: per figure the model's change, the cluster's, the error, and whether the sign is
-    scored (the cluster's change beyond the spread) and agrees."""
+    scored (the cluster's change beyond the spread) and agrees. A wait's spread is at least `wait_floor_s`, the
+    engine's resolution (one scheduling cycle in trace seconds): a smaller change is not one it can measure."""
     predicted = changes_of(model["current"], model["proposed"])
     measured = changes_of(cluster["current"], cluster["proposed"])
     rows = {}
     for key in sorted(predicted.keys() & measured.keys()):
-        beyond = abs(measured[key]) > noise.get(key, 0.0)
+        floor = wait_floor_s if key.startswith("wait_") else 0.0
+        spread_here = max(noise.get(key, 0.0), floor)
+        beyond = abs(measured[key]) > spread_here
         rows[key] = {"model": round(predicted[key], 2), "cluster": round(measured[key], 2),
-                     "error": round(abs(predicted[key] - measured[key]), 2), "spread": round(noise.get(key, 0.0), 2),
+                     "error": round(abs(predicted[key] - measured[key]), 2), "spread": round(spread_here, 2),
                      "sign_scored": beyond,
                      "sign_agrees": _sign(predicted[key]) == _sign(measured[key]) if beyond else None}
     return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows}
@@ -196,8 +210,10 @@ def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         errors = [row["error"] for c in cases for key, row in c["figures"].items() if key.startswith(prefix)]
         return max(errors) if errors else None
 
+    disagreeing = [f"{c['change']} seed {c['seed']}: {key}" for c in cases for key, row in c["figures"].items()
+                   if row["sign_scored"] and not row["sign_agrees"]]
     return {"changes": len({c["change"] for c in cases}), "seeds": len({c["seed"] for c in cases}),
-            "cases": len(cases), "signs_scored": len(scored),
+            "cases": len(cases), "signs_scored": len(scored), "signs_disagreeing": disagreeing,
             "sign_agreement": round(sum(scored) / len(scored), 3) if scored else None,
             "max_allocation_error_points": largest("allocation"), "max_goodput_error_points": largest("goodput"),
             "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50.")}

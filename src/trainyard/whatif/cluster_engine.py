@@ -19,7 +19,7 @@ from trainyard.platform.stack_model import StackConfig
 from trainyard.schedtrace.replay import Replay
 from trainyard.scheduling.trace import TraceJob, offered_gpu_seconds
 from trainyard.whatif import cluster_plan
-from trainyard.whatif.compare import prioritized, shape_refusal, side_figures
+from trainyard.whatif.compare import job_starts, prioritized, shape_refusal, side_figures
 from trainyard.whatif.scenario import Scenario
 
 PROFILE = "whatif"
@@ -58,6 +58,7 @@ def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[T
     side["engine"] = {"name": "cluster", "speedup": speedup, "notes": list(built.notes),
                       "wall_s": round(time.monotonic() - started, 1)}
     side["unfinished"] = record.unfinished
+    side["jobs"] = job_starts(submitted, pods)
     return side
 
 

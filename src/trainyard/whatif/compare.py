@@ -20,6 +20,7 @@ from trainyard.scheduling.records import PodRecord
 from trainyard.scheduling.simulator import simulate
 from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
 from trainyard.stats import percentile
+from trainyard.whatif.ensemble import ensemble_size, jittered, mean_side, start_jitter_s
 from trainyard.whatif.limits import bindings, waits_of
 from trainyard.whatif.scenario import Scenario
 
@@ -79,13 +80,35 @@ def split(trace: Sequence[TraceJob], scenario: Scenario) -> tuple[list[dict[str,
     return never, prioritized([job for job in trace if job.name not in refused], scenario)
 
 
-def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int) -> dict[str, Any]:
-    """One side on the model: allocation, tenants, waits by size, the jobs it could never run, what is not modelled."""
+def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int, members: int | None = None
+                ) -> dict[str, Any]:
+    """One side on the model: allocation, tenants, waits by size, the jobs it could never run, what is not modelled;
+    the mean of an ensemble of replays (`whatif.ensemble`; `members` overrides its size), described in `ensemble`."""
     never, runnable = split(trace, scenario)
     if not runnable or not scenario.nodes:
         return side_figures(scenario, runnable, never, {}, [], 0.0)
-    submitted, pods, end = simulate(runnable, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed)
-    return side_figures(scenario, runnable, never, submitted, pods, end)
+    count = members or ensemble_size(len(runnable))
+    jitter = start_jitter_s(scenario.policy)
+    arrivals = {job.name: job.arrival for job in runnable}
+    sides = []
+    for member in range(count):
+        shifted = jittered(runnable, jitter, seed, member)
+        _, pods, end = simulate(shifted, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed + member)
+        sides.append(side_figures(scenario, runnable, never, arrivals, pods, end))  # waits from the real arrival
+    side = mean_side(sides)
+    side["ensemble"] = {"members": count, "start_jitter_s": round(jitter, 2)}
+    return side
+
+
+def job_starts(submitted: Mapping[str, float], pods: Sequence[PodRecord]) -> dict[str, dict[str, Any]]:
+    """Each started job's wait (its first pod's bind after submission) and nodes: what explains a side's figures
+    job by job when two engines disagree."""
+    out: dict[str, dict[str, Any]] = {}
+    for job, records in sorted(M.by_job(pods).items()):
+        bound = [r.bound for r in records if r.bound is not None]
+        if bound and job in submitted:
+            out[job] = {"wait_s": round(min(bound) - submitted[job], 1), "nodes": sorted(r.node for r in records)}
+    return out
 
 
 def side_figures(scenario: Scenario, runnable: Sequence[TraceJob], never: list[dict[str, Any]],

@@ -133,3 +133,20 @@ def scenario(config: StackConfig) -> Scenario:
         notes.append("tenants[].queue.guarantee is not replayed")
     return Scenario(model_nodes(config), tenants, policy, topology=bool(config.topology.racks),
                     not_modelled=tuple(notes))
+
+
+WALL_CLOCK_FIELDS = ("cycle_s", "submit_latency_s", "bind_latency_s", "reserve_after_s", "reclaim_after_s",
+                     "reclaim_period_s", "resume_after_s", "evict_latency_s", "resume_lag_s")
+"""The policy's durations the cluster spends in wall-clock time (the scheduler's cycle, the controllers' latencies
+and loops), not in the trace's time."""
+
+
+def at_speedup(scene: Scenario, speedup: float) -> Scenario:
+    """The scenario as a cluster replaying the trace `speedup` times faster than real time runs it: its jobs' times
+    shrink, its scheduler's and controllers' do not, so in trace seconds they grow by `speedup` (how the cluster
+    engine's replays are compared with the model)."""
+    if speedup == 1:
+        return scene
+    policy = scene.policy
+    scaled = {name: getattr(policy, name) * speedup for name in WALL_CLOCK_FIELDS if getattr(policy, name) is not None}
+    return replace(scene, policy=replace(policy, **scaled))

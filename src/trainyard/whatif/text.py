@@ -16,7 +16,7 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
     workload = current["workload"]
     lines = [f"what-if: {current['stack']} -> {proposed['stack']}",
              f"workload: {workload['source']} ({workload['jobs']} jobs, seed {workload['seed']}), replayed on "
-             f"{engine_words(current.get('engine') or {})}"]
+             f"{engine_words(current.get('engine') or {}, current.get('ensemble'))}"]
     lines += ["scheduling changes:", *(f"  {c}" for c in changes)] if changes else ["no scheduling setting changes"]
     rows = table_rows(result)
     table = Table(title_justify="left")
@@ -42,9 +42,14 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
     return "\n".join(lines) + "\n"
 
 
-def engine_words(engine: Mapping[str, Any]) -> str:
-    """What produced the figures: the model (default) or a cluster of the stack's shape."""
+def engine_words(engine: Mapping[str, Any], ensemble: Mapping[str, Any] | None = None) -> str:
+    """What produced the figures: the model (default; the mean of its ensemble of replays) or a cluster of the
+    stack's shape."""
     if engine.get("name") == "cluster":
         return (f"a local cluster per side (real vc-scheduler, JobSet and trainyard controllers, "
                 f"{engine.get('speedup', 1):g}x time)")
+    described = ensemble or {}
+    if described.get("members", 1) > 1:
+        return (f"trainyard's model of vc-scheduler (mean of {described['members']} replays, each job up to "
+                f"{described['start_jitter_s']:g}s later)")
     return "trainyard's model of vc-scheduler"

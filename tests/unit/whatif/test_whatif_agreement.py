@@ -75,3 +75,26 @@ def test_the_new_tenant_is_judged_on_a_third_of_team_b_jobs_and_every_other_chan
     assert [j.name for j in moved if j.tenant == "team-c"] == ["j2", "j5", "j8", "j11"]
     assert all(j.priority_class is None for j in moved if j.tenant == "team-c")
     assert A.workload(by_name["weight"], trace) == trace
+
+
+def test_the_spread_is_the_largest_any_seed_showed():
+    assert A.pooled_spread([{"allocation": 0.4, "share.team-a": 1.0}, {"allocation": 1.2}, {}]) == {
+        "allocation": 1.2, "share.team-a": 1.0}
+    assert A.pooled_spread([]) == {}
+
+
+def test_a_wait_change_within_one_scheduling_cycle_is_not_scored():
+    model = {"current": side(0.60, 0.5, 100), "proposed": side(0.60, 0.5, 101)}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.60, 0.5, 98.5)}
+    row = A.case(A.CHANGES[0], 31, model, cluster, {}, wait_floor_s=2.0)["figures"]["wait_p50.1x8"]
+    assert (row["spread"], row["sign_scored"], row["sign_agrees"]) == (2.0, False, None)
+    unfloored = A.case(A.CHANGES[0], 31, model, cluster, {})["figures"]["wait_p50.1x8"]
+    assert (unfloored["sign_scored"], unfloored["sign_agrees"]) == (True, False)
+    assert A.case(A.CHANGES[0], 31, model, cluster, {}, wait_floor_s=2.0)["figures"]["allocation"]["spread"] == 0.0
+
+
+def test_the_summary_names_every_scored_disagreement():
+    model = {"current": side(0.60, 0.5, 100), "proposed": side(0.70, 0.4, 160)}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.50, 0.45, 100)}
+    found = A.summary([A.case(A.CHANGES[0], 31, model, cluster, {})])
+    assert found["signs_disagreeing"] == ["weight seed 31: allocation", "weight seed 31: goodput"]

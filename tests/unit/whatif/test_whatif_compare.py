@@ -128,3 +128,13 @@ def test_goodput_shows_beside_allocation_when_the_proposal_evicts_work(tmp_path)
     assert "GPU goodput (work kept)" in rows
     plain = compare(scenario(config(base, tmp_path, "c.yaml")), scenario(config(base, tmp_path, "d.yaml")), trace, 0)
     assert "GPU goodput (work kept)" not in {row[0] for row in table_rows(plain)}
+
+
+def test_each_started_jobs_wait_counts_from_its_first_pods_bind():
+    from trainyard.scheduling.records import PodRecord
+    from trainyard.whatif.compare import job_starts
+
+    pods = [PodRecord("g", 8, "n1", bound=14.0), PodRecord("g", 8, "n0", bound=12.5),
+            PodRecord("s", 1, "n2", bound=3.0), PodRecord("w", 1)]
+    assert job_starts({"g": 10.0, "s": 1.0, "w": 2.0}, pods) == {
+        "g": {"wait_s": 2.5, "nodes": ["n0", "n1"]}, "s": {"wait_s": 2.0, "nodes": ["n2"]}}

@@ -11,6 +11,8 @@ def side(engine, unfinished=()):
 
 def test_the_model_is_named_by_default():
     assert engine_words({}) == engine_words({"name": "model"}) == "trainyard's model of vc-scheduler"
+    assert engine_words({"name": "model"}, {"members": 16, "start_jitter_s": 0.7}) == (
+        "trainyard's model of vc-scheduler (mean of 16 replays, each job up to 0.7s later)")
 
 
 def test_a_cluster_replay_says_so_with_its_speed_its_notes_and_the_jobs_it_gave_up_on():

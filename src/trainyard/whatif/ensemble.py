@@ -1,0 +1,61 @@
+"""The model's replays of one side as an ensemble (pure): why one replay is not a prediction, and how several are
+averaged into one.
+
+A replay of a few dozen jobs is chaotic: a job ready a second earlier takes a node another job was about to get,
+a queue crosses its deserved share a cycle sooner, and a figure moves by several points. A real cluster's
+latencies (controller, JobSet, scheduler cycle) vary by about that much from run to run, so a single model replay
+predicts one trajectory the cluster may well not take. The model therefore replays each side several times, each
+job made visible to the scheduler up to one start latency later (`start_jitter_s`, drawn per job and member), with
+another tie-break seed, and reports the mean figures. Members are paired across the two sides of a what-if (same
+seed, same draws), so the predicted change is the mean change.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, Sequence
+
+from trainyard.scheduling.simulator import ModelPolicy
+from trainyard.scheduling.trace import TraceJob
+
+ENSEMBLE_MAX = 16
+ENSEMBLE_JOB_BUDGET = 4000
+"""Job replays one side may spend: a long trace averages its own chaos (and must stay fast), a short one gets up
+to `ENSEMBLE_MAX` members."""
+
+
+def ensemble_size(jobs: int) -> int:
+    """Members for a side of `jobs` runnable jobs: at least 1, at most `ENSEMBLE_MAX`."""
+    return max(1, min(ENSEMBLE_MAX, ENSEMBLE_JOB_BUDGET // max(1, jobs)))
+
+
+def start_jitter_s(policy: ModelPolicy) -> float:
+    """How much later than the model's mean a job may become visible to the scheduler: its submit latency plus one
+    scheduling cycle (where in the cycle it lands)."""
+    return policy.submit_latency_s + policy.cycle_s
+
+
+def jittered(trace: Sequence[TraceJob], jitter_s: float, seed: int, member: int) -> list[TraceJob]:
+    """The trace as ensemble member `member` replays it: member 0 as given, the others each job's arrival shifted by
+    a draw in [0, jitter_s) (string seeds: the same draws in every process)."""
+    if member == 0 or jitter_s <= 0:
+        return list(trace)
+    rng = random.Random(f"{seed}:{member}")
+    return [replace(job, arrival=job.arrival + rng.uniform(0.0, jitter_s)) for job in trace]
+
+
+def mean_side(sides: Sequence[Any]) -> Any:
+    """The members' figures averaged leaf by leaf: numbers by their mean (None where no member has one), a number
+    every member agrees on kept as it is (counts stay integers), anything else (reasons, lists, names) as the first
+    member has it."""
+    first = sides[0]
+    if isinstance(first, dict):
+        keys = list(dict.fromkeys(key for side in sides for key in side))
+        return {key: mean_side([side[key] for side in sides if key in side]) for key in keys}
+    numbers = [v for v in sides if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not numbers or len(numbers) < len([v for v in sides if v is not None]):
+        return first
+    if all(v == numbers[0] for v in numbers):
+        return numbers[0]
+    return round(sum(numbers) / len(numbers), 4)
