@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from trainyard.waiting import wait_for
+from trainyard.capacity.start_estimator import ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION
 
 from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (add_tenant, blocker_running, create, create_error, delete_cluster_object, podgroup, queued_blocker,
@@ -301,6 +302,7 @@ def test_report_numbers_match_what_was_created(cluster, shared, catalog_runtime,
         (event,) = cluster.wait(estimate_events, timeout=60, what="the start estimate Event on the waiting TrainJob")
         assert event.type == "Normal" and "(around " not in event.message, event.message
         assert_no_estimate(event.message, position=1, queue=tenant.queue)
+        assert EXPECTED_START_ANNOTATION not in (event.metadata.annotations or {}), event.metadata.annotations
         # the promise: the waiting gang starts as the job ahead of it ends (here: its pods and group are deleted;
         # a group left Inqueue would keep reserving its 8 GPUs in the queue)
         cluster.apps.delete_namespaced_replica_set("hold", tenant.ns, propagation_policy="Background")
@@ -352,6 +354,9 @@ def test_a_gang_behind_a_trainjob_that_reports_its_end_is_given_a_time(cluster, 
         (event,) = cluster.wait(estimate_events, timeout=60, what="the start estimate Event on the waiting TrainJob")
         assert "(around " in event.message, event.message
         assert 18 <= estimate_minutes(event.message, position=1, queue=tenant.queue) <= 20, event.message
+        marks = event.metadata.annotations or {}
+        expected_in = float(marks[EXPECTED_START_ANNOTATION]) - float(marks[ESTIMATED_AT_ANNOTATION])
+        assert 18 * 60 <= expected_in <= 20 * 60 + 30, marks  # the same estimate, to the second, for programs
         third = fit(cluster, tmp_path, new_trainjob("third", catalog_runtime, namespace=tenant.ns, nodes=1))
         line = next(x for x in third.stdout.splitlines() if x.strip().startswith("estimate: "))
         assert_no_estimate(line, position=2, queue=tenant.queue)

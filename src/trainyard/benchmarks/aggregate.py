@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from trainyard.benchmarks.registry import Bench, Figure
+from trainyard.benchmarks.declarations import Bench, Figure
 
 FORMAT = "trainyard-bench/1"
 """Results files with this `format` were written by `trainyard bench run`; older files are not quoted."""

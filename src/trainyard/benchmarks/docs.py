@@ -8,7 +8,8 @@ import re
 from typing import TypeGuard
 
 from trainyard.benchmarks.aggregate import FORMAT
-from trainyard.benchmarks.registry import BENCHES, Bench, Figure, Target, bench_named
+from trainyard.benchmarks.declarations import Bench, Figure, Target
+from trainyard.benchmarks.registry import BENCHES, bench_named
 
 MARKER = re.compile(r"<!-- fig (?P<bench>[a-z0-9_]+)\.(?P<key>[a-z0-9_]+) -->(?P<text>.*?)<!-- /fig -->", re.S)
 

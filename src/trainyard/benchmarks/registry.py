@@ -6,73 +6,8 @@ a dotted path into that object. The runner adds the provenance and the median an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-
-@dataclass(frozen=True)
-class Target:
-    """A bound a figure must keep: `op` is one of <=, >=, == and |x|<= (the size of a signed figure)."""
-
-    op: str
-    value: float
-
-    def met(self, measured: float) -> bool:
-        return {"<=": measured <= self.value, ">=": measured >= self.value, "==": measured == self.value,
-                "|x|<=": abs(measured) <= self.value}[self.op]
-
-
-@dataclass(frozen=True)
-class Figure:
-    key: str
-    """Stable name within its bench: documentation quotes `<bench>.<key>`."""
-    path: str
-    """Dotted path into a run's `results` object."""
-    label: str
-    unit: str = ""
-    scale: float = 1.0
-    """Multiplies the stored value for display (0.92 stored, 92 % shown)."""
-    digits: int = 1
-    target: Target | None = None
-
-
-@dataclass(frozen=True)
-class Bench:
-    name: str
-    script: str
-    """Path of the script under the repository root."""
-    measures: str
-    """One sentence: what the figures say."""
-    figures: tuple[Figure, ...]
-    args: tuple[str, ...] = ()
-    quick_args: tuple[str, ...] | None = None
-    """Arguments of the reduced run `make test` makes (None: too slow or needs a cluster; not in `make test`)."""
-    repeat_args: tuple[str, ...] = ()
-    """Added to repeat i with `{repeat}` replaced by i and `{seed}` by seeds[i] (a different seed per repeat gives a
-    real spread)."""
-    seeds: tuple[int, ...] = ()
-    repeats: int = 3
-    long: bool = False
-    """Longer than 15 minutes a run, or a cluster of its own: run one by one, not by `--all`."""
-    output: str = ""
-    """The file the script writes in its --out directory (default `<name>.json`)."""
-    minutes: float = 1.0
-    """Typical minutes per run on the 2-core reference machine (for the progress line)."""
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    needs: tuple[str, ...] = ()
-    """Benches whose current results this one reads (it is run after them)."""
-
-    @property
-    def output_file(self) -> str:
-        return self.output or f"{self.name}.json"
-
-    def figure(self, key: str) -> Figure:
-        for figure in self.figures:
-            if figure.key == key:
-                return figure
-        raise KeyError(f"bench {self.name} has no figure {key!r}; it has {', '.join(f.key for f in self.figures)}")
-
-
-ZERO = Target("==", 0)
+from trainyard.benchmarks.declarations import ZERO, Bench, Figure, Target
+from trainyard.benchmarks.prediction_benches import CALIBRATION, ESTIMATES, ESTIMATES_LIVE
 
 BENCHES: tuple[Bench, ...] = (
     Bench(
@@ -307,59 +242,7 @@ LONG_BENCHES: tuple[Bench, ...] = (
     ),
 )
 
-def _estimate_errors(mode: str, words: str) -> tuple[Figure, ...]:
-    return (Figure(f"{mode}_median_s", f"{mode}.median_error_s", f"{words}: absolute error, median", unit="s",
-                   digits=0),
-            Figure(f"{mode}_p90_s", f"{mode}.p90_error_s", f"{words}: absolute error, p90", unit="s", digits=0),
-            Figure(f"{mode}_median_share", f"{mode}.median_error_share", f"{words}: error / real wait, median",
-                   unit="%", scale=100.0, digits=0),
-            Figure(f"{mode}_p90_share", f"{mode}.p90_error_share", f"{words}: error / real wait, p90", unit="%", scale=100.0,
-                   digits=0))
-
-
-ESTIMATES = Bench(
-    name="start_estimates",
-    script="bench/start_estimates.py",
-    measures="The start estimates against when each waiting job really started, on the scheduling trace's real "
-             "replays of the seeds the model was not calibrated on: with the shipped default run time (jobs without "
-             "trainerStatus) and with each job's true run time.",
-    args=("--records", "bench/results/scheduling_trace.json"),
-    needs=("scheduling_trace",),
-    notes=("Deterministic over the same replays: the spread is in the replays' seeds, shown per seed in the file.",),
-    figures=(
-        Figure("jobs_scored", "shipped_default.jobs_scored", "jobs that waited 10 s or more", digits=0),
-        *_estimate_errors("shipped_default", "shipped default (no trainerStatus)"),
-        Figure("shipped_default_given_share", "shipped_default.given_share",
-               "shipped default: jobs told a time (the rest are told there is no estimate)", unit="%", scale=100.0,
-               digits=0),
-        Figure("shipped_default_given_median_share", "shipped_default.given.median_error_share",
-               "shipped default, jobs told a time: error / real wait, median", unit="%", scale=100.0, digits=0),
-        *_estimate_errors("true_run_time", "true run time (trainerStatus)"),
-    ),
-)
-
-CALIBRATION = Bench(
-    name="model_calibration",
-    script="bench/model_calibration.py",
-    measures="trainyard's model of vc-scheduler (behind `platform whatif` and the start estimates) against the real "
-             "scheduler: each real replay of the scheduling trace replayed on the model, allocation, goodput and each "
-             "tenant's share compared in points; the worst errors over the seeds the model was not calibrated on.",
-    args=("--records", "bench/results/scheduling_trace.json"),
-    quick_args=("--records", "bench/results/scheduling_trace.json", "--tie-seeds", "2"),
-    needs=("scheduling_trace",),
-    notes=("Deterministic over the same replays (five tie-break seeds of the model, averaged): the spread is in the "
-           "replays' seeds, shown per seed in the file.",),
-    figures=(
-        Figure("allocation_error", "max_allocation_error_points", "worst allocation error, out of sample",
-               unit="points", digits=1, target=Target("<=", 3)),
-        Figure("goodput_error", "max_goodput_error_points", "worst goodput error, out of sample", unit="points",
-               digits=1),
-        Figure("share_error", "max_share_error_points", "worst tenant share error, out of sample", unit="points",
-               digits=1, target=Target("<=", 3)),
-    ),
-)
-
-BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES, CALIBRATION)
+BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES, ESTIMATES_LIVE, CALIBRATION)
 
 BY_NAME = {bench.name: bench for bench in BENCHES}
 

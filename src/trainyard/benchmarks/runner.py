@@ -13,7 +13,7 @@ from typing import Callable
 
 from trainyard.benchkit import finish_record, run_record
 from trainyard.benchmarks.aggregate import FigureMissing, results_document
-from trainyard.benchmarks.registry import Bench
+from trainyard.benchmarks.declarations import Bench
 
 
 def script_command(bench: Bench, repeat: int, out_dir: Path, *, quick: bool, python: str = sys.executable) -> list[str]:

@@ -33,6 +33,10 @@ MOVED_S, MOVED_FRACTION = 120.0, 0.2
 """An expected start that moved less than this (both) is not written again."""
 REFRESH_S = 1800.0
 """Rewritten at least this often: the API server's Event TTL is one hour by default."""
+EXPECTED_START_ANNOTATION = "trainyard.dev/expected-start-epoch"
+ESTIMATED_AT_ANNOTATION = "trainyard.dev/estimated-at-epoch"
+"""The Event's estimate for programs (the start_estimates_live bench, dashboards): when the gang is expected to
+start and when that was estimated, epoch seconds; no expected start when the Event says there is no estimate."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,12 @@ def event_message(found: StartEstimate, now_s: float, default_run_s: float) -> s
     return f"{words} ({estimates.ASSUMPTION.format(minutes=default_run_s / 60)})"
 
 
+def estimate_annotations(found: StartEstimate, now_s: float) -> dict[str, str | None]:
+    """The Event's machine-readable estimate (pure); None removes a key in a merge patch."""
+    expected = None if found.guessed or found.start_in_s is None else f"{now_s + found.start_in_s:.1f}"
+    return {EXPECTED_START_ANNOTATION: expected, ESTIMATED_AT_ANNOTATION: f"{now_s:.1f}"}
+
+
 def trainjob_owners(pod_groups: Iterable[dict]) -> dict[str, dict]:
     """namespace/PodGroup -> the TrainJob owning it, as an Event's involvedObject."""
     out = {}
@@ -93,21 +103,27 @@ def event_name(trainjob: dict) -> str:
     return f"{trainjob['name']}.startestimate.{str(trainjob.get('uid') or '')[:8]}"
 
 
-def estimate_event(trainjob: dict, message: str, now: str) -> dict:
-    return event_body(trainjob, REASON, message, event_type="Normal", action="Estimating", component=COMPONENT,
+def estimate_event(trainjob: dict, message: str, now: str, annotations: dict[str, str | None] | None = None) -> dict:
+    body = event_body(trainjob, REASON, message, event_type="Normal", action="Estimating", component=COMPONENT,
                       name=event_name(trainjob), namespace=trainjob["namespace"], now=now)
+    kept = {key: value for key, value in (annotations or {}).items() if value is not None}
+    if kept:
+        body["metadata"]["annotations"] = kept
+    return body
 
 
-def write_event(api: ApiServer, trainjob: dict, message: str) -> None:
+def write_event(api: ApiServer, trainjob: dict, message: str, annotations: dict[str, str | None] | None = None) -> None:
     """Update the TrainJob's estimate Event in place, or create it."""
     now = now_time()
+    patch: dict = {"message": message[:1000], "lastTimestamp": now}
+    if annotations:
+        patch["metadata"] = {"annotations": annotations}
     try:
-        api.merge_patch(live.EVENTS, event_name(trainjob), {"message": message[:1000], "lastTimestamp": now},
-                        trainjob["namespace"])
+        api.merge_patch(live.EVENTS, event_name(trainjob), patch, trainjob["namespace"])
     except ApiError as exc:
         if exc.status != 404:
             raise
-        api.create(estimate_event(trainjob, message, now))
+        api.create(estimate_event(trainjob, message, now, annotations))
 
 
 def told_to_their_tenants(per_namespace: dict[str, estimates.EstimateInputs]) -> list[tuple[str, StartEstimate]]:
@@ -149,7 +165,8 @@ class StartEstimator(Loop):
             if not needs_writing(self.written.get(name), found, now_s):
                 continue
             try:
-                write_event(self.api, trainjob, event_message(found, now_s, self.default_run_s))
+                write_event(self.api, trainjob, event_message(found, now_s, self.default_run_s),
+                            estimate_annotations(found, now_s))
             except ApiError as exc:  # the TrainJob's namespace is going away, or events are not allowed
                 log.warning("start estimate of %s/%s not written: %s", trainjob["namespace"], trainjob["name"], exc)
                 continue

@@ -9,14 +9,16 @@ could ever hold is not submitted (it would only wait); it is reported with the m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from trainyard.cluster import local, tenant_readiness
 from trainyard.platform.stack_model import StackConfig
-from trainyard.schedtrace.replay import Replay
+from trainyard.schedtrace.replay import Replay, RunRecord
 from trainyard.scheduling.trace import TraceJob, offered_gpu_seconds
 from trainyard.whatif import cluster_plan
 from trainyard.whatif.compare import job_starts, prioritized, shape_refusal, side_figures
@@ -25,14 +27,28 @@ from trainyard.whatif.scenario import Scenario
 PROFILE = "whatif"
 
 
-def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
-                      speedup: float = cluster_plan.DEFAULT_SPEEDUP, port_base: int = cluster_plan.ENGINE_PORT_BASE,
-                      echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """The side's figures as `compare.replay_side` gives them, measured on a cluster started for it and
-    stopped afterwards, plus `engine` (what ran it) and `unfinished` (jobs still waiting when it gave up)."""
+@dataclass(frozen=True)
+class ClusterRun:
+    """One replay on a cluster of the stack's shape: its plan, the jobs submitted, what the replay recorded."""
+    built: cluster_plan.ClusterPlan
+    submitted_jobs: list[TraceJob]
+    unsubmitted: list[dict[str, Any]]
+    """Jobs no node, rack or spine could ever hold, with the model's reason (not submitted: they could only wait)."""
+    record: RunRecord
+    """In the cluster's (compressed) seconds."""
+
+
+def run_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
+                   speedup: float = cluster_plan.DEFAULT_SPEEDUP, port_base: int = cluster_plan.ENGINE_PORT_BASE,
+                   echo: Callable[[str], None] = print, spec_changes: Mapping[str, Any] | None = None,
+                   alongside: Callable[[Replay], ContextManager[Any]] | None = None) -> ClusterRun:
+    """Start a cluster shaped as `config` (its ClusterSpec changed by `spec_changes`), replay the trace on it with
+    `alongside(replay)` entered for the replay's length (watchers, reporters), stop the cluster."""
     from trainyard.toolchain.build import ensure_built
 
     built = cluster_plan.plan(config, port_base=port_base, speedup=speedup)
+    if spec_changes:
+        built = replace(built, spec=replace(built.spec, **spec_changes))
     unsubmitted = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus,
                     "reason": f"{reason} (not submitted: it could only wait)"}
                    for job in trace if (reason := shape_refusal(job, scenario)) is not None]
@@ -42,27 +58,39 @@ def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[T
     name = built.spec.name
     if local.is_running(name):
         local.down(name, echo=lambda *_: None)
-    started = time.monotonic()
     echo(f"  starting cluster {name}: {built.spec.nodes} nodes x {built.spec.gpus_per_node} GPUs")
     local.up(built.spec, echo=lambda line: None)
     try:
-        record = _replay(built, submitted_jobs, speedup, echo)
+        record = _replay(built, submitted_jobs, speedup, echo, alongside)
     finally:
         local.down(name, echo=lambda *_: None)
+    return ClusterRun(built, submitted_jobs, unsubmitted, record)
+
+
+def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
+                      speedup: float = cluster_plan.DEFAULT_SPEEDUP, port_base: int = cluster_plan.ENGINE_PORT_BASE,
+                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """The side's figures as `compare.replay_side` gives them, measured on a cluster started for it and
+    stopped afterwards, plus `engine` (what ran it), `unfinished` (jobs still waiting when it gave up) and `jobs`
+    (each started job's wait and nodes)."""
+    started = time.monotonic()
+    run = run_on_cluster(config, scenario, trace, speedup=speedup, port_base=port_base, echo=echo)
+    record = run.record
     refused = [{"job": job.name, "tenant": job.tenant, "gpus": job.gpus, "reason": server_words(record.refused[job.name])}
-               for job in submitted_jobs if job.name in record.refused]
-    runnable = prioritized([job for job in submitted_jobs if job.name not in record.refused], scenario)
+               for job in run.submitted_jobs if job.name in record.refused]
+    runnable = prioritized([job for job in run.submitted_jobs if job.name not in record.refused], scenario)
     submitted, pods, end = cluster_plan.expanded(record.submitted, list(record.pods.values()), record.end, speedup)
-    side = side_figures(scenario, runnable, unsubmitted + refused, submitted, pods, end)
+    side = side_figures(scenario, runnable, run.unsubmitted + refused, submitted, pods, end)
     side["not_modelled"] = []  # the cluster ran everything the model leaves out
-    side["engine"] = {"name": "cluster", "speedup": speedup, "notes": list(built.notes),
+    side["engine"] = {"name": "cluster", "speedup": speedup, "notes": list(run.built.notes),
                       "wall_s": round(time.monotonic() - started, 1)}
     side["unfinished"] = record.unfinished
     side["jobs"] = job_starts(submitted, pods)
     return side
 
 
-def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup: float, echo):
+def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup: float, echo,
+            alongside: Callable[[Replay], ContextManager[Any]] | None = None) -> RunRecord:
     name = built.spec.name
     replay = Replay(name, (), built.spec.nodes * built.spec.gpus_per_node, echo=echo)
     for node, labels in built.node_labels.items():
@@ -76,8 +104,9 @@ def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup:
     capacity = max(1, built.spec.nodes * built.spec.gpus_per_node)
     timeout = max((j.arrival for j in fast), default=0) + 3 * offered_gpu_seconds(fast) / capacity + 120
     echo(f"  replaying {len(fast)} jobs ({speedup:g}x faster than the trace; at most {timeout:.0f} s)")
-    return replay.run(fast, PROFILE, gang=True, direct=False, timeout=timeout,
-                      build=lambda job: [cluster_plan.submission(job, built.namespaces)])
+    with (alongside(replay) if alongside else contextlib.nullcontext()):
+        return replay.run(fast, PROFILE, gang=True, direct=False, timeout=timeout,
+                          build=lambda job: [cluster_plan.submission(job, built.namespaces)])
 
 
 def server_words(message: str) -> str:

@@ -6,7 +6,8 @@ import pytest
 
 from trainyard.benchmarks import docs as D
 from trainyard.benchmarks.aggregate import FORMAT, FigureMissing, missed_targets, results_document, value_at
-from trainyard.benchmarks.registry import BENCHES, Bench, Figure, Target
+from trainyard.benchmarks.declarations import Bench, Figure, Target
+from trainyard.benchmarks.registry import BENCHES
 
 ROOT = Path(__file__).resolve().parents[3]
 

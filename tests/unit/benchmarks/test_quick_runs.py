@@ -56,7 +56,8 @@ def test_runs_whose_output_lacks_a_declared_figure_are_kept_and_the_error_names_
     import dataclasses
 
     from trainyard.benchmarks.aggregate import FigureMissing
-    from trainyard.benchmarks.registry import Figure, bench_named
+    from trainyard.benchmarks.declarations import Figure
+    from trainyard.benchmarks.registry import bench_named
 
     whatif = bench_named("whatif")
     broken = dataclasses.replace(whatif, figures=(Figure("absent", "no.such.figure", "absent"),))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.capacity.start_estimator import (REFRESH_S, Written, event_message, event_name, estimate_event,
+from trainyard.capacity.start_estimator import (ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION, REFRESH_S, Written,
+                                                estimate_annotations, event_message, event_name, estimate_event,
                                                 needs_writing, trainjob_owners)
 from trainyard.scheduling.estimate import StartEstimate
 
@@ -69,3 +70,17 @@ def test_events_go_on_the_owning_trainjob_one_per_trainjob_uid():
     event = estimate_event(trainjob, "starts now", "2027-01-15T08:00:00Z")
     assert (event["reason"], event["type"], event["involvedObject"], event["metadata"]) == (
         "TrainJobStartEstimate", "Normal", trainjob, {"name": "tj.startestimate.01234567", "namespace": "ns"})
+
+
+@pytest.mark.parametrize("found, expected", [
+    (StartEstimate("ns/a", "q", 1, 90.0), "1000090.0"),
+    (StartEstimate("ns/a", "q", 1, 90.0, guessed=True), None),   # says there is no estimate: no time for programs
+    (StartEstimate("ns/a", "q", 1, None), None),                  # beyond the horizon
+])
+def test_the_event_carries_the_estimate_for_programs(found, expected):
+    marks = estimate_annotations(found, 1_000_000.0)
+    assert marks == {EXPECTED_START_ANNOTATION: expected, ESTIMATED_AT_ANNOTATION: "1000000.0"}
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "namespace": "ns",
+                "uid": "0123456789ab"}
+    annotations = estimate_event(trainjob, "words", "2027-01-15T08:00:00Z", marks)["metadata"]["annotations"]
+    assert annotations == {key: value for key, value in marks.items() if value is not None}
