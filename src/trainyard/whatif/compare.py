@@ -20,7 +20,7 @@ from trainyard.scheduling.records import PodRecord
 from trainyard.scheduling.simulator import simulate
 from trainyard.scheduling.trace import RACK_TIER, SPINE_TIER, TraceJob, size_order
 from trainyard.stats import percentile
-from trainyard.whatif.ensemble import ensemble_size, jittered, mean_side, start_jitter_s
+from trainyard.whatif.ensemble import change_spread, ensemble_size, jittered, mean_side, start_jitter_s
 from trainyard.whatif.limits import bindings, waits_of
 from trainyard.whatif.scenario import Scenario
 
@@ -84,9 +84,16 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int, member
                 ) -> dict[str, Any]:
     """One side on the model: allocation, tenants, waits by size, the jobs it could never run, what is not modelled;
     the mean of an ensemble of replays (`whatif.ensemble`; `members` overrides its size), described in `ensemble`."""
+    return _summarised(*replay_members(scenario, trace, seed, members))
+
+
+def replay_members(scenario: Scenario, trace: Sequence[TraceJob], seed: int, members: int | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(each ensemble member's side, what the ensemble was): member k replays the trace jittered by draw k with
+    tie-break seed `seed + k`, so members of two stacks on the same trace and seed are paired."""
     never, runnable = split(trace, scenario)
     if not runnable or not scenario.nodes:
-        return side_figures(scenario, runnable, never, {}, [], 0.0)
+        return [side_figures(scenario, runnable, never, {}, [], 0.0)], {"members": 1, "start_jitter_s": 0.0}
     count = members or ensemble_size(len(runnable))
     jitter = start_jitter_s(scenario.policy)
     arrivals = {job.name: job.arrival for job in runnable}
@@ -95,8 +102,12 @@ def replay_side(scenario: Scenario, trace: Sequence[TraceJob], seed: int, member
         shifted = jittered(runnable, jitter, seed, member)
         _, pods, end = simulate(shifted, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed + member)
         sides.append(side_figures(scenario, runnable, never, arrivals, pods, end))  # waits from the real arrival
+    return sides, {"members": count, "start_jitter_s": round(jitter, 2)}
+
+
+def _summarised(sides: list[dict[str, Any]], ensemble: dict[str, Any]) -> dict[str, Any]:
     side = mean_side(sides)
-    side["ensemble"] = {"members": count, "start_jitter_s": round(jitter, 2)}
+    side["ensemble"] = ensemble
     return side
 
 
@@ -196,8 +207,13 @@ def _shares(line: M.Timeline, scenario: Scenario) -> dict[str, tuple[float, floa
 
 
 def compare(current: Scenario, proposed: Scenario, trace: Sequence[TraceJob], seed: int) -> dict[str, dict]:
-    """`{"current": side, "proposed": side}`: the same trace and seed on both."""
-    return {"current": replay_side(current, trace, seed), "proposed": replay_side(proposed, trace, seed)}
+    """`{"current": side, "proposed": side}`: the same trace, seed and ensemble on both; the proposed side also
+    holds `change_spread`, how much each change varies over the paired members (`ensemble.change_spread`)."""
+    count = ensemble_size(len(trace))
+    before, after = replay_members(current, trace, seed, count), replay_members(proposed, trace, seed, count)
+    result = {"current": _summarised(*before), "proposed": _summarised(*after)}
+    result["proposed"]["change_spread"] = change_spread(before[0], after[0])
+    return result
 
 
 def _pct(value: float | None) -> str:
@@ -208,11 +224,16 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}s"
 
 
-def _delta(before: float | None, after: float | None, scale: float = 100.0, unit: str = " pts") -> str:
+def _delta(before: float | None, after: float | None, scale: float = 100.0, unit: str = " pts",
+           spread: float | None = None) -> str:
+    """The change, with how much it varies over the model's ensemble when that is worth saying (0.1 point, 1 s)."""
     if before is None or after is None:
         return ""
-    change = scale * (after - before)
-    return "" if abs(change) < 0.05 else f"{change:+.1f}{unit}"
+    change, varies = scale * (after - before), scale * (spread or 0.0)
+    shown = varies >= (1.0 if unit.strip() == "s" else 0.1)
+    if abs(change) < 0.05 and not shown:
+        return ""
+    return f"{change:+.1f}{f' ± {varies:.1f}' if shown else ''}{unit}"
 
 
 def _count_delta(before: int, after: int) -> str:
@@ -222,26 +243,27 @@ def _count_delta(before: int, after: int) -> str:
 def table_rows(result: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     """Header + rows: allocation, each tenant's share/entitlement and waits, waits by job size, never runnable."""
     cur, new = result["current"], result["proposed"]
+    varies = new.get("change_spread") or {}
     rows = [["", "current", "proposed", "change"],
             ["GPU allocation (saturated)", _pct(cur["allocation"]), _pct(new["allocation"]),
-             _delta(cur["allocation"], new["allocation"])]]
+             _delta(cur["allocation"], new["allocation"], spread=varies.get("allocation"))]]
     if any(side.get("goodput") != side["allocation"] for side in (cur, new)):  # work was lost to evictions
         rows.append(["GPU goodput (work kept)", _pct(cur.get("goodput")), _pct(new.get("goodput")),
-                     _delta(cur.get("goodput"), new.get("goodput"))])
+                     _delta(cur.get("goodput"), new.get("goodput"), spread=varies.get("goodput"))])
     for name in sorted(set(cur["tenants"]) | set(new["tenants"])):
         a, b = cur["tenants"].get(name, {}), new["tenants"].get(name, {})
         rows.append([f"{name} share / entitlement",
                      f"{_pct(a.get('share'))} / {_pct(a.get('entitlement'))}",
                      f"{_pct(b.get('share'))} / {_pct(b.get('entitlement'))}",
-                     _delta(a.get("share"), b.get("share"))])
+                     _delta(a.get("share"), b.get("share"), spread=varies.get(f"share.{name}"))])
         rows.append([f"{name} wait p50 / p95", f"{_secs(a.get('wait_p50_s'))} / {_secs(a.get('wait_p95_s'))}",
                      f"{_secs(b.get('wait_p50_s'))} / {_secs(b.get('wait_p95_s'))}",
-                     _delta(a.get("wait_p50_s"), b.get("wait_p50_s"), 1.0, " s")])
+                     _delta(a.get("wait_p50_s"), b.get("wait_p50_s"), 1.0, " s", varies.get(f"wait_p50.{name}"))])
     for size in sorted(set(cur["wait_by_size"]) | set(new["wait_by_size"]), key=size_order):
         a, b = cur["wait_by_size"].get(size, {}), new["wait_by_size"].get(size, {})
         rows.append([f"wait {size} p50 / p95", f"{_secs(a.get('p50_s'))} / {_secs(a.get('p95_s'))}",
                      f"{_secs(b.get('p50_s'))} / {_secs(b.get('p95_s'))}",
-                     _delta(a.get("p50_s"), b.get("p50_s"), 1.0, " s")])
+                     _delta(a.get("p50_s"), b.get("p50_s"), 1.0, " s", varies.get(f"wait_p50.{size}"))])
     rows.append(["jobs never runnable", str(len(cur["never_runnable"])), str(len(new["never_runnable"])),
                  _count_delta(len(cur["never_runnable"]), len(new["never_runnable"]))])
     return rows

@@ -13,8 +13,9 @@ seed, same draws), so the predicted change is the mean change.
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from trainyard.scheduling.simulator import ModelPolicy
 from trainyard.scheduling.trace import TraceJob
@@ -59,3 +60,27 @@ def mean_side(sides: Sequence[Any]) -> Any:
     if all(v == numbers[0] for v in numbers):
         return numbers[0]
     return round(sum(numbers) / len(numbers), 4)
+
+
+def member_figures(side: Mapping[str, Any]) -> dict[str, float]:
+    """The figures whose change the what-if table shows, flat: allocation, goodput, each tenant's share and p50
+    wait, each job size's p50 wait (None left out)."""
+    out = {"allocation": side.get("allocation"), "goodput": side.get("goodput")}
+    for name, tenant in (side.get("tenants") or {}).items():
+        out[f"share.{name}"] = tenant.get("share")
+        out[f"wait_p50.{name}"] = tenant.get("wait_p50_s")
+    for size, waits in (side.get("wait_by_size") or {}).items():
+        out[f"wait_p50.{size}"] = waits.get("p50_s")
+    return {key: float(value) for key, value in out.items() if value is not None}
+
+
+def change_spread(current: Sequence[Mapping[str, Any]], proposed: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per figure, the standard deviation of the change over paired members (proposed member k - current member k):
+    how much the predicted change depends on timing the model cannot know. Only with two pairs or more."""
+    pairs = [(member_figures(a), member_figures(b)) for a, b in zip(current, proposed)]
+    out = {}
+    for key in set().union(*(set(a) & set(b) for a, b in pairs)) if pairs else ():
+        changes = [b[key] - a[key] for a, b in pairs if key in a and key in b]
+        if len(changes) >= 2:
+            out[key] = round(statistics.pstdev(changes), 4)
+    return dict(sorted(out.items()))

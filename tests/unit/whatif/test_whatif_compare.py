@@ -96,7 +96,9 @@ def test_the_same_seed_gives_the_same_what_if(tmp_path):
     trace = generated(current, ["team-a", "team-b"], seed=3, jobs=60)
     first = compare(current, current, trace, seed=3)
     assert compare(current, current, trace, seed=3) == first
+    spread = first["proposed"].pop("change_spread")
     assert first["current"] == first["proposed"]
+    assert spread and set(spread.values()) == {0.0}  # paired members of one stack: every change is exactly 0
     side = first["current"]
     assert 0 < side["allocation"] <= 1
     for figures in side["tenants"].values():

@@ -1,12 +1,15 @@
 """The model's prediction is the mean of an ensemble of replays, each job's start shifted by up to one start latency,
 and the cluster engine's compressed time is modelled by scaling the wall-clock latencies, not the jobs."""
 
+import statistics
+
 import pytest
 
 from trainyard.scheduling.simulator import ModelPolicy
 from trainyard.scheduling.trace import TraceJob
 from trainyard.whatif.compare import replay_side
-from trainyard.whatif.ensemble import ENSEMBLE_MAX, ensemble_size, jittered, mean_side, start_jitter_s
+from trainyard.whatif.ensemble import (ENSEMBLE_MAX, change_spread, ensemble_size, jittered, mean_side,
+                                      start_jitter_s)
 from trainyard.whatif.scenario import WALL_CLOCK_FIELDS, at_speedup, scenario
 from trainyard.whatif.workload import generated
 
@@ -71,3 +74,34 @@ def test_compressed_time_scales_the_latencies_and_loops_and_nothing_else(tmp_pat
     assert (fast.nodes, fast.tenants, fast.policy.capability) == (current.nodes, current.tenants,
                                                                   current.policy.capability)
     assert at_speedup(current, 1.0) is current
+
+
+def member(allocation, share_a, wait_8):
+    return {"allocation": allocation, "goodput": None, "tenants": {"team-a": {"share": share_a, "wait_p50_s": None}},
+            "wait_by_size": {"8 GPU": {"p50_s": wait_8}}}
+
+
+def test_the_change_varies_as_the_paired_members_changes_do():
+    current = [member(0.60, 0.5, 10.0), member(0.62, 0.5, 30.0), member(0.61, 0.5, None)]
+    proposed = [member(0.70, 0.5, 20.0), member(0.68, 0.5, 10.0), member(0.71, 0.5, 5.0)]
+    spread = change_spread(current, proposed)
+    assert spread["allocation"] == pytest.approx(statistics.pstdev([0.10, 0.06, 0.10]), abs=1e-4)
+    assert spread["share.team-a"] == 0.0
+    assert spread["wait_p50.8 GPU"] == pytest.approx(15.0)  # two pairs with the figure: +10 and -20
+    assert "goodput" not in spread and "wait_p50.team-a" not in spread
+    assert change_spread(current[:1], proposed[:1]) == {}  # one pair says nothing about spread
+
+
+def test_the_table_shows_how_much_a_change_varies(tmp_path):
+    from trainyard.whatif.compare import compare, table_rows
+    from stackfiles import edited, roomy, tenants
+
+    base = roomy(local_document())
+    doubled = edited(base, lambda d: tenants(d)["team-b"]["queue"].update(weight=4))
+    trace = generated(scenario(config(base, tmp_path, "a.yaml")), ["team-a", "team-b"], seed=31, jobs=24)
+    result = compare(scenario(config(base, tmp_path, "a.yaml")), scenario(config(doubled, tmp_path, "b.yaml")),
+                     trace, seed=31)
+    assert result["current"]["ensemble"]["members"] == result["proposed"]["ensemble"]["members"] == ENSEMBLE_MAX
+    allocation = next(row for row in table_rows(result) if row[0] == "GPU allocation (saturated)")
+    spread = result["proposed"]["change_spread"]["allocation"]
+    assert 100 * spread >= 0.5 and " ± " in allocation[3], allocation  # a knife-edge: timing moves it
