@@ -28,7 +28,7 @@ from trainyard.paths import repo_root
 from trainyard.platform.stack_source import read_stack_source
 from trainyard.schedtrace.summary import SCHEDULE_CYCLE_S
 from trainyard.whatif import agreement as A
-from trainyard.whatif.compare import replay_side
+from trainyard.whatif.compare import compare
 from trainyard.whatif.scenario import at_speedup, scenario
 from trainyard.whatif.stacks import load
 from trainyard.whatif.workload import generated, tenants_of, trace_document
@@ -113,8 +113,8 @@ def main(argv=None) -> int:
                 now = current if trace == base_trace else on_cluster(args, base, base_doc, trace,
                                                                      f"s{seed}-base-{change.name}")
                 config = proposals[change.name]
-                model = {"current": replay_side(at_speedup(scenario(base), args.speedup), trace, seed),
-                         "proposed": replay_side(at_speedup(scenario(config), args.speedup), trace, seed)}
+                model = compare(at_speedup(scenario(base), args.speedup), at_speedup(scenario(config), args.speedup),
+                                trace, seed)
                 cluster = {"current": now, "proposed": on_cluster(args, config, documents[change.name], trace,
                                                                   f"s{seed}-{change.name}")}
                 replayed.append((change, seed, model, cluster))

@@ -92,6 +92,9 @@ BENCHES: tuple[Bench, ...] = (
                    target=Target("<=", 3)),
             Figure("max_wait_p50_error", "summary.max_wait_p50_error_s", "largest p50 wait error (by job size)",
                    unit="s", digits=0),
+            Figure("within_model_spread", "summary.within_model_spread",
+                   "allocation and share changes within the model's mean +- 2 sd of its ensemble", unit="%",
+                   scale=100, digits=0),
         ),
     ),
 )

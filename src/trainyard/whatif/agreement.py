@@ -190,11 +190,24 @@ def case(change: Change, seed: int, model: Mapping[str, Mapping[str, Any]], clus
         floor = wait_floor_s if key.startswith("wait_") else 0.0
         spread_here = max(noise.get(key, 0.0), floor)
         beyond = abs(measured[key]) > spread_here
+        error = abs(predicted[key] - measured[key])
+        model_sd = _model_sd(model["proposed"], key)
         rows[key] = {"model": round(predicted[key], 2), "cluster": round(measured[key], 2),
-                     "error": round(abs(predicted[key] - measured[key]), 2), "spread": round(spread_here, 2),
+                     "error": round(error, 2), "spread": round(spread_here, 2),
                      "sign_scored": beyond,
-                     "sign_agrees": _sign(predicted[key]) == _sign(measured[key]) if beyond else None}
+                     "sign_agrees": _sign(predicted[key]) == _sign(measured[key]) if beyond else None,
+                     "model_sd": None if model_sd is None else round(model_sd, 2),
+                     "within_model_spread": None if model_sd is None else error <= 2 * model_sd + spread_here}
     return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows}
+
+
+def _model_sd(proposed_side: Mapping[str, Any], key: str) -> float | None:
+    """How much the model's predicted change varies over its paired ensemble members (`compare.compare`'s
+    `change_spread`), in the figure's unit (points or seconds); None where the model gives none."""
+    value = (proposed_side.get("change_spread") or {}).get(key)
+    if value is None:
+        return None
+    return float(value) if key.startswith("wait_") else 100.0 * float(value)
 
 
 def _sign(change: float) -> int:
@@ -216,4 +229,14 @@ def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "cases": len(cases), "signs_scored": len(scored), "signs_disagreeing": disagreeing,
             "sign_agreement": round(sum(scored) / len(scored), 3) if scored else None,
             "max_allocation_error_points": largest("allocation"), "max_goodput_error_points": largest("goodput"),
-            "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50.")}
+            "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50."),
+            "within_model_spread": _within(cases, ("allocation", "goodput", "share."))}
+
+
+def _within(cases: Sequence[Mapping[str, Any]], prefixes: tuple[str, ...]) -> float | None:
+    """Share of the figures (allocation, goodput, shares) whose cluster change lies within the model's mean change
+    +- 2 standard deviations of its ensemble (plus the cluster's spread): how often the model's stated uncertainty
+    covers what the real scheduler did."""
+    judged = [row["within_model_spread"] for c in cases for key, row in c["figures"].items()
+              if key.startswith(prefixes) and row.get("within_model_spread") is not None]
+    return round(sum(judged) / len(judged), 3) if judged else None

@@ -53,7 +53,8 @@ def test_a_case_scores_signs_beyond_the_spread_and_errors_always(model_after, cl
     assert (row["sign_scored"], row["sign_agrees"], row["error"]) == (scored, agrees, pytest.approx(error, abs=0.01))
     assert found["figures"]["share.team-a"]["error"] == pytest.approx(5.0)
     assert found["figures"]["wait_p50.1x8"] == {"model": 60.0, "cluster": -10.0, "error": 70.0, "spread": 0.0,
-                                                "sign_scored": True, "sign_agrees": False}
+                                                "sign_scored": True, "sign_agrees": False, "model_sd": None,
+                                                "within_model_spread": None}
 
 
 def test_the_summary_counts_changes_seeds_and_the_largest_errors():
@@ -98,3 +99,20 @@ def test_the_summary_names_every_scored_disagreement():
     cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.50, 0.45, 100)}
     found = A.summary([A.case(A.CHANGES[0], 31, model, cluster, {})])
     assert found["signs_disagreeing"] == ["weight seed 31: allocation", "weight seed 31: goodput"]
+
+
+@pytest.mark.parametrize("model_sd_fraction, spread, within", [
+    (0.02, 0.0, False),    # 5 points off, the model's sd 2 points: 5 > 2 x 2
+    (0.03, 0.0, True),     # sd 3 points: 5 <= 6
+    (0.01, 0.5, False),    # sd 1 point and a spread of 0.5: 5 > 2.5
+])
+def test_a_figure_is_within_the_models_spread_when_its_error_is_under_two_of_the_models_sd(model_sd_fraction, spread,
+                                                                                           within):
+    model = {"current": side(0.60, 0.5, 100), "proposed": {**side(0.60, 0.45, 100),
+                                                           "change_spread": {"share.team-a": model_sd_fraction}}}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.60, 0.40, 100)}
+    row = A.case(A.CHANGES[0], 31, model, cluster, {"share.team-a": spread})["figures"]["share.team-a"]
+    assert row["error"] == pytest.approx(5.0) and row["model_sd"] == pytest.approx(100 * model_sd_fraction)
+    assert row["within_model_spread"] is within
+    assert A.summary([A.case(A.CHANGES[0], 31, model, cluster, {"share.team-a": spread})])["within_model_spread"] == (
+        1.0 if row["within_model_spread"] else 0.0)
