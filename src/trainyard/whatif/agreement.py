@@ -198,7 +198,9 @@ def case(change: Change, seed: int, model: Mapping[str, Mapping[str, Any]], clus
                      "sign_agrees": _sign(predicted[key]) == _sign(measured[key]) if beyond else None,
                      "model_sd": None if model_sd is None else round(model_sd, 2),
                      "within_model_spread": None if model_sd is None else error <= 2 * model_sd + spread_here}
-    return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows}
+    left_out = sorted({note for side in model.values() for note in side.get("not_modelled") or []})
+    return {"change": change.name, "kind": change.kind, "describe": change.describe, "seed": seed, "figures": rows,
+            "not_modelled": left_out}
 
 
 def _model_sd(proposed_side: Mapping[str, Any], key: str) -> float | None:
@@ -218,6 +220,8 @@ def _sign(change: float) -> int:
 def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The headline over every case: distinct changes, seeds, sign agreement over scored figures, largest errors."""
     scored = [row["sign_agrees"] for c in cases for row in c["figures"].values() if row["sign_scored"]]
+    modelled = [row["sign_agrees"] for c in cases if not c.get("not_modelled") for row in c["figures"].values()
+                if row["sign_scored"]]
 
     def largest(prefix: str) -> float | None:
         errors = [row["error"] for c in cases for key, row in c["figures"].items() if key.startswith(prefix)]
@@ -228,6 +232,7 @@ def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"changes": len({c["change"] for c in cases}), "seeds": len({c["seed"] for c in cases}),
             "cases": len(cases), "signs_scored": len(scored), "signs_disagreeing": disagreeing,
             "sign_agreement": round(sum(scored) / len(scored), 3) if scored else None,
+            "sign_agreement_modelled": round(sum(modelled) / len(modelled), 3) if modelled else None,
             "max_allocation_error_points": largest("allocation"), "max_goodput_error_points": largest("goodput"),
             "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50."),
             "within_model_spread": _within(cases, ("allocation", "goodput", "share."))}

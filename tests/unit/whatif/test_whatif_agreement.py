@@ -116,3 +116,15 @@ def test_a_figure_is_within_the_models_spread_when_its_error_is_under_two_of_the
     assert row["within_model_spread"] is within
     assert A.summary([A.case(A.CHANGES[0], 31, model, cluster, {"share.team-a": spread})])["within_model_spread"] == (
         1.0 if row["within_model_spread"] else 0.0)
+
+
+def test_changes_the_model_says_it_leaves_out_are_scored_and_also_set_apart():
+    model = {"current": side(0.60, 0.5, 100), "proposed": {**side(0.60, 0.5, 100),
+                                                           "not_modelled": ["scheduler.profile fair-share: ..."]}}
+    cluster = {"current": side(0.60, 0.5, 100), "proposed": side(0.44, 0.35, 100)}
+    left_out = A.case(A.CHANGES[5], 32, model, cluster, {})
+    assert left_out["not_modelled"] == ["scheduler.profile fair-share: ..."]
+    agreeing = A.case(A.CHANGES[0], 32, {"current": side(0.6, 0.5, 100), "proposed": side(0.7, 0.6, 100)},
+                      {"current": side(0.6, 0.5, 100), "proposed": side(0.7, 0.6, 100)}, {})
+    found = A.summary([left_out, agreeing])
+    assert found["sign_agreement"] < 1.0 and found["sign_agreement_modelled"] == 1.0

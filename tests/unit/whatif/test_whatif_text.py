@@ -22,3 +22,13 @@ def test_a_cluster_replay_says_so_with_its_speed_its_notes_and_the_jobs_it_gave_
     assert "unfinished (proposed): 7 jobs still waiting when the replay gave up (j0, j1, j2, j3, j4, ...)" in text
     assert "unfinished (current)" not in text
     assert "cluster engine: time runs 4x faster on the cluster" in text
+
+
+def test_what_the_model_leaves_out_points_to_the_real_engine():
+    plain = render({"current": side({"name": "model"}), "proposed": side({"name": "model"})}, [])
+    assert "--engine cluster" not in plain
+    left_out = side({"name": "model"})
+    left_out["not_modelled"] = ["scheduler.profile fair-share: its preempt and reclaim actions are not replayed"]
+    text = render({"current": side({"name": "model"}), "proposed": left_out}, [])
+    assert "not modelled (proposed): scheduler.profile fair-share" in text
+    assert "replay the change on the real engine with --engine cluster" in text
