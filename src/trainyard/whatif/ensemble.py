@@ -39,11 +39,12 @@ def start_jitter_s(policy: ModelPolicy) -> float:
 
 def jittered(trace: Sequence[TraceJob], jitter_s: float, seed: int, member: int) -> list[TraceJob]:
     """The trace as ensemble member `member` replays it: member 0 as given, the others each job's arrival shifted by
-    a draw in [0, jitter_s) (string seeds: the same draws in every process)."""
+    a draw in [0, jitter_s) of its own (seeded by seed, member and job name: the same job gets the same draw on both
+    sides of a what-if, whichever other jobs a side could never run, and in every process)."""
     if member == 0 or jitter_s <= 0:
         return list(trace)
-    rng = random.Random(f"{seed}:{member}")
-    return [replace(job, arrival=job.arrival + rng.uniform(0.0, jitter_s)) for job in trace]
+    return [replace(job, arrival=job.arrival + jitter_s * random.Random(f"{seed}:{member}:{job.name}").random())
+            for job in trace]
 
 
 def mean_side(sides: Sequence[Any]) -> Any:

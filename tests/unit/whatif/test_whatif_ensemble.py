@@ -105,3 +105,10 @@ def test_the_table_shows_how_much_a_change_varies(tmp_path):
     allocation = next(row for row in table_rows(result) if row[0] == "GPU allocation (saturated)")
     spread = result["proposed"]["change_spread"]["allocation"]
     assert 100 * spread >= 0.5 and " ± " in allocation[3], allocation  # a knife-edge: timing moves it
+
+
+def test_a_job_gets_the_same_draw_whichever_other_jobs_a_side_keeps():
+    trace = [TraceJob(f"j{i}", "team-a", 10.0 * i, 60.0, 1, 1, None) for i in range(20)]
+    full = {job.name: job.arrival for job in jittered(trace, 3.0, seed=2, member=5)}
+    kept = jittered(trace[::3], 3.0, seed=2, member=5)
+    assert all(job.arrival == full[job.name] for job in kept)
