@@ -223,8 +223,9 @@ def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     modelled = [row["sign_agrees"] for c in cases if not c.get("not_modelled") for row in c["figures"].values()
                 if row["sign_scored"]]
 
-    def largest(prefix: str) -> float | None:
-        errors = [row["error"] for c in cases for key, row in c["figures"].items() if key.startswith(prefix)]
+    def largest(prefix: str, modelled_only: bool = False) -> float | None:
+        errors = [row["error"] for c in cases if not (modelled_only and c.get("not_modelled"))
+                  for key, row in c["figures"].items() if key.startswith(prefix)]
         return max(errors) if errors else None
 
     disagreeing = [f"{c['change']} seed {c['seed']}: {key}" for c in cases for key, row in c["figures"].items()
@@ -235,6 +236,8 @@ def summary(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "sign_agreement_modelled": round(sum(modelled) / len(modelled), 3) if modelled else None,
             "max_allocation_error_points": largest("allocation"), "max_goodput_error_points": largest("goodput"),
             "max_share_error_points": largest("share."), "max_wait_p50_error_s": largest("wait_p50."),
+            "max_allocation_error_points_modelled": largest("allocation", modelled_only=True),
+            "max_share_error_points_modelled": largest("share.", modelled_only=True),
             "within_model_spread": _within(cases, ("allocation", "goodput", "share."))}
 
 

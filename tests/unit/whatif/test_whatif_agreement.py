@@ -128,3 +128,5 @@ def test_changes_the_model_says_it_leaves_out_are_scored_and_also_set_apart():
                       {"current": side(0.6, 0.5, 100), "proposed": side(0.7, 0.6, 100)}, {})
     found = A.summary([left_out, agreeing])
     assert found["sign_agreement"] < 1.0 and found["sign_agreement_modelled"] == 1.0
+    assert found["max_allocation_error_points"] == pytest.approx(16.0)
+    assert found["max_allocation_error_points_modelled"] == 0.0
