@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from trainyard.cluster import local, tenant_readiness
+from trainyard.cluster.state import ClusterPaths
 from trainyard.platform.stack_model import StackConfig
 from trainyard.schedtrace.replay import Replay, RunRecord
 from trainyard.scheduling.trace import TraceJob, offered_gpu_seconds
@@ -36,6 +37,9 @@ class ClusterRun:
     """Jobs no node, rack or spine could ever hold, with the model's reason (not submitted: they could only wait)."""
     record: RunRecord
     """In the cluster's (compressed) seconds."""
+    held_back: dict[str, dict[str, int]]
+    """vc-scheduler's own log of the replay: per queue, the cycles it skipped as overused and the tasks it refused
+    as beyond the queue's deserved share (`queues_held_back`): the mechanism the model's queue order must match."""
 
 
 def run_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
@@ -62,9 +66,10 @@ def run_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[Trac
     local.up(built.spec, echo=lambda line: None)
     try:
         record = _replay(built, submitted_jobs, speedup, echo, alongside)
+        held_back = queues_held_back(_scheduler_log(name))
     finally:
         local.down(name, echo=lambda *_: None)
-    return ClusterRun(built, submitted_jobs, unsubmitted, record)
+    return ClusterRun(built, submitted_jobs, unsubmitted, record, held_back)
 
 
 def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
@@ -86,6 +91,7 @@ def replay_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[T
                       "wall_s": round(time.monotonic() - started, 1)}
     side["unfinished"] = record.unfinished
     side["jobs"] = job_starts(submitted, pods)
+    side["held_back"] = run.held_back
     return side
 
 
@@ -107,6 +113,29 @@ def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup:
     with (alongside(replay) if alongside else contextlib.nullcontext()):
         return replay.run(fast, PROFILE, gang=True, direct=False, timeout=timeout,
                           build=lambda job: [cluster_plan.submission(job, built.namespaces)])
+
+
+OVERUSED = re.compile(r"Queue <([^>]+)> is overused, ignore it")
+BEYOND_DESERVED = re.compile(r"Queue <([^>]+)> is overused when considering task")
+
+
+def queues_held_back(log: str) -> dict[str, dict[str, int]]:
+    """Per queue, from vc-scheduler's log (-v=3): `overused_cycles` (allocate skipped the whole queue) and
+    `refused_tasks` (a task that would take the queue beyond its deserved share)."""
+    out: dict[str, dict[str, int]] = {}
+    for pattern, field in ((OVERUSED, "overused_cycles"), (BEYOND_DESERVED, "refused_tasks")):
+        for queue in pattern.findall(log):
+            counts = out.setdefault(queue, {"overused_cycles": 0, "refused_tasks": 0})
+            counts[field] += 1
+    return dict(sorted(out.items()))
+
+
+def _scheduler_log(name: str) -> str:
+    path = ClusterPaths.for_name(name).logs / "vc-scheduler.log"
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def server_words(message: str) -> str:
