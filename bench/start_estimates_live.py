@@ -28,7 +28,7 @@ from pathlib import Path
 from trainyard import k8s as K
 from trainyard.benchkit import run_record, write_results
 from trainyard.capacity.estimate_scoring import figures, scored
-from trainyard.capacity.start_estimator import ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION, REASON
+from trainyard.capacity.start_estimator import REASON
 from trainyard.paths import repo_root
 from trainyard.platform.stack_source import read_stack_source
 from trainyard.timestamps import format_time, utc_now
@@ -82,12 +82,12 @@ class Observer:
             if event.involved_object.kind != "TrainJob":
                 continue
             marks = event.metadata.annotations or {}
-            at = marks.get(ESTIMATED_AT_ANNOTATION) or event.message
+            at = marks.get(K.ESTIMATED_AT_ANNOTATION) or event.message
             estimates = self.told.setdefault(event.involved_object.name, {})
             if at not in estimates:
                 estimates[at] = {"message": event.message, "seen_epoch": time.time(),
-                                 "expected_epoch": _number(marks.get(EXPECTED_START_ANNOTATION)),
-                                 "estimated_epoch": _number(marks.get(ESTIMATED_AT_ANNOTATION))}
+                                 "expected_epoch": _number(marks.get(K.EXPECTED_START_ANNOTATION)),
+                                 "estimated_epoch": _number(marks.get(K.ESTIMATED_AT_ANNOTATION))}
 
     def _trainer_reports(self) -> None:
         now = time.time()

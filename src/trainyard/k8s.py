@@ -121,6 +121,8 @@ CRD_UNPROTECTED_LABEL = f"{TRAINYARD_DOMAIN}/crd-unprotected"
 RACK_LABEL = f"{TRAINYARD_DOMAIN}/rack"
 SPINE_LABEL = f"{TRAINYARD_DOMAIN}/spine"
 TRACE_JOB_LABEL = f"{TRAINYARD_DOMAIN}/trace-job"  # bench/scheduling_trace.py: the trace job a pod belongs to
+EXPECTED_START_ANNOTATION = f"{TRAINYARD_DOMAIN}/expected-start-epoch"  # a start estimate Event's expected start
+ESTIMATED_AT_ANNOTATION = f"{TRAINYARD_DOMAIN}/estimated-at-epoch"  # ... and when it was estimated (epoch seconds)
 TRACE_TENANT_LABEL = f"{TRAINYARD_DOMAIN}/trace-tenant"
 
 # kwok (simulated nodes): how long a simulated pod runs before its pod-complete Stage finishes it.

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from trainyard.waiting import wait_for
-from trainyard.capacity.start_estimator import ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION
+from trainyard.k8s import ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION
 
 from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import (add_tenant, blocker_running, create, create_error, delete_cluster_object, podgroup, queued_blocker,

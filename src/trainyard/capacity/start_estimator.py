@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from trainyard import k8s as K
 from trainyard.capacity import estimates, live
 from trainyard.capacity.loop import Loop
 from trainyard.scheduling.cluster_state import meta
@@ -33,10 +34,6 @@ MOVED_S, MOVED_FRACTION = 120.0, 0.2
 """An expected start that moved less than this (both) is not written again."""
 REFRESH_S = 1800.0
 """Rewritten at least this often: the API server's Event TTL is one hour by default."""
-EXPECTED_START_ANNOTATION = "trainyard.dev/expected-start-epoch"
-ESTIMATED_AT_ANNOTATION = "trainyard.dev/estimated-at-epoch"
-"""The Event's estimate for programs (the start_estimates_live bench, dashboards): when the gang is expected to
-start and when that was estimated, epoch seconds; no expected start when the Event says there is no estimate."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +78,11 @@ def event_message(found: StartEstimate, now_s: float, default_run_s: float) -> s
 
 
 def estimate_annotations(found: StartEstimate, now_s: float) -> dict[str, str | None]:
-    """The Event's machine-readable estimate (pure); None removes a key in a merge patch."""
+    """The Event's estimate for programs (the start_estimates_live bench, dashboards), pure: when the gang is
+    expected to start and when that was estimated, epoch seconds; no expected start when the Event says there is no
+    estimate (None removes a key in a merge patch)."""
     expected = None if found.guessed or found.start_in_s is None else f"{now_s + found.start_in_s:.1f}"
-    return {EXPECTED_START_ANNOTATION: expected, ESTIMATED_AT_ANNOTATION: f"{now_s:.1f}"}
+    return {K.EXPECTED_START_ANNOTATION: expected, K.ESTIMATED_AT_ANNOTATION: f"{now_s:.1f}"}
 
 
 def trainjob_owners(pod_groups: Iterable[dict]) -> dict[str, dict]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.capacity.start_estimator import (ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION, REFRESH_S, Written,
-                                                estimate_annotations, event_message, event_name, estimate_event,
-                                                needs_writing, trainjob_owners)
+from trainyard.capacity.start_estimator import (REFRESH_S, Written, estimate_annotations, event_message, event_name,
+                                                estimate_event, needs_writing, trainjob_owners)
+from trainyard.k8s import ESTIMATED_AT_ANNOTATION, EXPECTED_START_ANNOTATION
 from trainyard.scheduling.estimate import StartEstimate
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
