@@ -125,6 +125,8 @@ def main(argv=None) -> int:
         found = A.case(change, seed, model, cluster, noise, wait_floor_s)
         found["model_ensemble"] = model["current"].get("ensemble")
         found["unfinished"] = {side: cluster[side].get("unfinished", []) for side in cluster}
+        found["held_back"] = {engine: {side: sides[side].get("held_back") for side in sides}
+                              for engine, sides in (("model", model), ("cluster", cluster))}
         cases.append(found)
         print_case(found)
     headline = A.summary(cases)

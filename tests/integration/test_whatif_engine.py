@@ -35,7 +35,7 @@ def test_a_slice_of_the_whatif_agreement_runs_both_sides_on_clusters_and_scores_
     # ... with each started job's wait and nodes, and the model's side is the mean of its ensemble
     assert all(side["jobs"] and all(job["nodes"] for job in side["jobs"].values()) for side in sides)
     # ... and what vc-scheduler's log says of the queues it held back (read before the cluster went)
-    assert all(set(counts) == {"overused_cycles", "refused_tasks"} for side in sides
+    assert all(set(counts) == {"overused_s", "refused_s"} for side in sides
                for counts in side["held_back"].values()), [side["held_back"] for side in sides]
     assert case["model_ensemble"]["members"] == 16, case["model_ensemble"]
     # both engines saw the cluster busy: allocation figures on both sides, within the bench's coarse bound of

@@ -120,11 +120,15 @@ class _Pod:
 
 def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Mapping[str, float],
              policy: ModelPolicy = ModelPolicy(), seed: int = 0, horizon_s: float = 24 * 3600.0,
-             already_running: Sequence[tuple[TraceJob, Sequence[str]]] = ()
+             already_running: Sequence[tuple[TraceJob, Sequence[str]]] = (),
+             held_back: dict[str, dict[str, float]] | None = None
              ) -> tuple[dict[str, float], list[PodRecord], float]:
     """(submitted times, pod records, end) of the trace replayed on the model: the shapes `RunRecord` holds.
     `already_running`: jobs already placed at time 0 (each with one node per pod), ending after their `duration` (the
-    time they have left): a live cluster's state, from which the trace's jobs are to start."""
+    time they have left): a live cluster's state, from which the trace's jobs are to start. `held_back`, when given,
+    is filled per queue with the seconds its waiting jobs were held back by `proportion`: `overused_s` (the whole
+    queue skipped) and `refused_s` (a job refused for taking the queue beyond its deserved share), what
+    vc-scheduler's log says of the same queues (`whatif.cluster_engine.queues_held_back`)."""
     rng = random.Random(seed)
     state = NodeUse(nodes=list(nodes), used={n.name: 0 for n in nodes}, held_by={n.name: None for n in nodes})
     topo = Topology(nodes)
@@ -226,16 +230,21 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         # 2,000 waiting gangs, scanning every node for each of them was nearly all of a start estimate)
         free_total = capacity - sum(state.used.values())
         largest_free = max((free_gpus(state, n) for n in state.nodes), default=0)
+        overused: set[str] = set()
+        refused: set[str] = set()
         while order:
             _, queue = heapq.heappop(order)
             if policy.queue_plugin == "proportion" and allocated[queue] >= deserved[queue]:
+                overused.add(queue)
                 continue  # overused: the whole queue waits this cycle
             job = by_queue[queue][cursor[queue]]
             cursor[queue] += 1
             limit = deserved[queue] if policy.queue_plugin == "proportion" else policy.capability.get(queue, capacity)
+            within = allocated[queue] + job.trace.gpus <= limit + 1e-9
+            if not within and policy.queue_plugin == "proportion":
+                refused.add(queue)
             room = job.trace.gpus <= free_total and job.trace.gpus_per_pod <= largest_free
-            chosen = place(state, topo, job.trace, rng) if room and allocated[queue] + job.trace.gpus <= limit + 1e-9 \
-                else None
+            chosen = place(state, topo, job.trace, rng) if room and within else None
             if chosen is not None:
                 placed_any = True
                 free_total -= job.trace.gpus
@@ -255,7 +264,13 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     state.held_by = dict.fromkeys(state.held_by)
             if cursor[queue] < len(by_queue[queue]):
                 heapq.heappush(order, (allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf"), queue))
+        before = t
         t = _next_cycle(t, policy.cycle_s, jobs, ends) if quiet and not placed_any else round(t + policy.cycle_s, 6)
+        if held_back is not None:
+            for queues, field_name in ((overused, "overused_s"), (refused, "refused_s")):
+                for queue in queues:
+                    counts = held_back.setdefault(queue, {"overused_s": 0.0, "refused_s": 0.0})
+                    counts[field_name] += t - before
     return submitted, records, max([end] + [r.ended or 0.0 for r in records])
 
 

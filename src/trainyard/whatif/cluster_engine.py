@@ -20,6 +20,7 @@ from trainyard.cluster import local, tenant_readiness
 from trainyard.cluster.state import ClusterPaths
 from trainyard.platform.stack_model import StackConfig
 from trainyard.schedtrace.replay import Replay, RunRecord
+from trainyard.schedtrace.summary import SCHEDULE_CYCLE_S
 from trainyard.scheduling.trace import TraceJob, offered_gpu_seconds
 from trainyard.whatif import cluster_plan
 from trainyard.whatif.compare import job_starts, prioritized, shape_refusal, side_figures
@@ -37,9 +38,9 @@ class ClusterRun:
     """Jobs no node, rack or spine could ever hold, with the model's reason (not submitted: they could only wait)."""
     record: RunRecord
     """In the cluster's (compressed) seconds."""
-    held_back: dict[str, dict[str, int]]
-    """vc-scheduler's own log of the replay: per queue, the cycles it skipped as overused and the tasks it refused
-    as beyond the queue's deserved share (`queues_held_back`): the mechanism the model's queue order must match."""
+    held_back: dict[str, dict[str, float]]
+    """vc-scheduler's own log of the replay: per queue, the trace seconds it was skipped as overused or had a task
+    refused beyond its deserved share (`queues_held_back`): the mechanism the model's queue order must match."""
 
 
 def run_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[TraceJob], *,
@@ -66,7 +67,7 @@ def run_on_cluster(config: StackConfig, scenario: Scenario, trace: Sequence[Trac
     local.up(built.spec, echo=lambda line: None)
     try:
         record = _replay(built, submitted_jobs, speedup, echo, alongside)
-        held_back = queues_held_back(_scheduler_log(name))
+        held_back = queues_held_back(_scheduler_log(name), SCHEDULE_CYCLE_S * speedup)
     finally:
         local.down(name, echo=lambda *_: None)
     return ClusterRun(built, submitted_jobs, unsubmitted, record, held_back)
@@ -115,18 +116,28 @@ def _replay(built: cluster_plan.ClusterPlan, trace: Sequence[TraceJob], speedup:
                           build=lambda job: [cluster_plan.submission(job, built.namespaces)])
 
 
-OVERUSED = re.compile(r"Queue <([^>]+)> is overused, ignore it")
-BEYOND_DESERVED = re.compile(r"Queue <([^>]+)> is overused when considering task")
+HELD_BACK = re.compile(r"^[IWE]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*Queue <([^>]+)> is overused"
+                       r"(?P<refused> when considering task)?", re.M)
+SAME_CYCLE_S = 0.25
+"""Log lines of one queue closer than this belong to one scheduling cycle (the cycle is 500 ms)."""
 
 
-def queues_held_back(log: str) -> dict[str, dict[str, int]]:
-    """Per queue, from vc-scheduler's log (-v=3): `overused_cycles` (allocate skipped the whole queue) and
-    `refused_tasks` (a task that would take the queue beyond its deserved share)."""
-    out: dict[str, dict[str, int]] = {}
-    for pattern, field in ((OVERUSED, "overused_cycles"), (BEYOND_DESERVED, "refused_tasks")):
-        for queue in pattern.findall(log):
-            counts = out.setdefault(queue, {"overused_cycles": 0, "refused_tasks": 0})
-            counts[field] += 1
+def queues_held_back(log: str, seconds_per_cycle: float) -> dict[str, dict[str, float]]:
+    """Per queue, from vc-scheduler's log (-v=3), the seconds its waiting jobs were held back by `proportion`:
+    `overused_s` (allocate skipped the whole queue) and `refused_s` (a task would take the queue beyond its
+    deserved share), each the cycles it happened in times `seconds_per_cycle` (the model's `held_back`)."""
+    last: dict[tuple[str, str], float] = {}
+    out: dict[str, dict[str, float]] = {}
+    for found in HELD_BACK.finditer(log):
+        hours, minutes, seconds, queue = found.group(1), found.group(2), found.group(3), found.group(4)
+        at = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+        field = "refused_s" if found.group("refused") else "overused_s"
+        previous = last.get((queue, field))
+        last[(queue, field)] = at
+        if previous is not None and 0 <= at - previous < SAME_CYCLE_S:
+            continue
+        counts = out.setdefault(queue, {"overused_s": 0.0, "refused_s": 0.0})
+        counts[field] = round(counts[field] + seconds_per_cycle, 3)
     return dict(sorted(out.items()))
 
 

@@ -100,8 +100,14 @@ def replay_members(scenario: Scenario, trace: Sequence[TraceJob], seed: int, mem
     sides = []
     for member in range(count):
         shifted = jittered(runnable, jitter, seed, member)
-        _, pods, end = simulate(shifted, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed + member)
-        sides.append(side_figures(scenario, runnable, never, arrivals, pods, end))  # waits from the real arrival
+        held_back: dict[str, dict[str, float]] = {queue: {"overused_s": 0.0, "refused_s": 0.0}
+                                                  for queue in scenario.weights}  # every member the same queues
+        _, pods, end = simulate(shifted, list(scenario.nodes), scenario.weights, scenario.policy, seed=seed + member,
+                                held_back=held_back)
+        side = side_figures(scenario, runnable, never, arrivals, pods, end)  # waits from the real arrival
+        side["held_back"] = {queue: {key: round(value, 3) for key, value in counts.items()}
+                             for queue, counts in sorted(held_back.items())}
+        sides.append(side)
     return sides, {"members": count, "start_jitter_s": round(jitter, 2)}
 
 

@@ -156,3 +156,18 @@ def test_idle_stretches_are_skipped_not_stepped_through():
     late = next(p for p in pods if p.job == "late")
     assert late.bound == pytest.approx(86_000.0 + 0.5 + 0.05, abs=1e-6)  # ready at +0.2 s, next cycle at +0.5 s
     assert end == pytest.approx(late.bound + 10.0)
+
+
+@pytest.mark.parametrize("weight_b, refused", [(1, True), (4, False)])
+def test_the_model_says_how_long_proportion_held_a_queue_back(weight_b, refused):
+    """team-a asks for the whole cluster, team-b holds 4 GPUs and asks for 8 more: at weights 2:1 its deserved share
+    is 10.7 of 32 GPUs, so its 8-GPU job is refused until its 4-GPU job ends (what vc-scheduler logs as "overused
+    when considering task"); at 2:4 its share covers both and it is never held back."""
+    trace = ([TraceJob(f"a{i}", "a", 0.0, 100.0, 1, 8, None) for i in range(5)]
+             + [TraceJob("b0", "b", 0.0, 60.0, 1, 4, None), TraceJob("b1", "b", 1.0, 30.0, 1, 8, None)])
+    held_back: dict = {}
+    simulate(trace, nodes(4, 4), {"a": 2, "b": weight_b}, ModelPolicy(), seed=0, held_back=held_back)
+    refused_s = held_back.get("b", {}).get("refused_s", 0.0)
+    assert (refused_s > 30.0) is refused, held_back
+    if not refused:
+        assert refused_s == 0.0
