@@ -55,7 +55,8 @@ def run_bench(bench: Bench, root: Path, results_dir: Path, *, repeats: int | Non
                                      wall_seconds=walls)
     except FigureMissing as exc:  # keep what the runs wrote: a long run is not lost to a registry mismatch
         kept = results_dir / f"{bench.name}.runs-without-figures.json"
-        kept.write_text(json.dumps({**record, "runs": runs}, indent=1) + "\n")
+        kept.write_text(json.dumps({**record, "exit_codes": codes, "wall_seconds": walls, "runs": runs}, indent=1)
+                        + "\n")
         raise FigureMissing(f"{exc}; the runs are kept in {kept}") from exc
     (results_dir / f"{bench.name}.json").write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
     return document
