@@ -264,7 +264,8 @@ def table_rows(result: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                      _delta(a.get("share"), b.get("share"), spread=varies.get(f"share.{name}"))])
         rows.append([f"{name} wait p50 / p95", f"{_secs(a.get('wait_p50_s'))} / {_secs(a.get('wait_p95_s'))}",
                      f"{_secs(b.get('wait_p50_s'))} / {_secs(b.get('wait_p95_s'))}",
-                     _delta(a.get("wait_p50_s"), b.get("wait_p50_s"), 1.0, " s", varies.get(f"wait_p50.{name}"))])
+                     _delta(a.get("wait_p50_s"), b.get("wait_p50_s"), 1.0, " s",
+                            varies.get(f"tenant_wait_p50.{name}"))])
     for size in sorted(set(cur["wait_by_size"]) | set(new["wait_by_size"]), key=size_order):
         a, b = cur["wait_by_size"].get(size, {}), new["wait_by_size"].get(size, {})
         rows.append([f"wait {size} p50 / p95", f"{_secs(a.get('p50_s'))} / {_secs(a.get('p95_s'))}",

@@ -48,9 +48,9 @@ def jittered(trace: Sequence[TraceJob], jitter_s: float, seed: int, member: int)
 
 
 def mean_side(sides: Sequence[Any]) -> Any:
-    """The members' figures averaged leaf by leaf: numbers by their mean (None where no member has one), a number
-    every member agrees on kept as it is (counts stay integers), anything else (reasons, lists, names) as the first
-    member has it."""
+    """The members' figures averaged leaf by leaf: numbers by their mean over the members that have one (None where
+    none has), a number every member agrees on kept as it is (counts stay integers), anything else (reasons, lists,
+    names) as the first member has it."""
     first = sides[0]
     if isinstance(first, dict):
         keys = list(dict.fromkeys(key for side in sides for key in side))
@@ -65,11 +65,12 @@ def mean_side(sides: Sequence[Any]) -> Any:
 
 def member_figures(side: Mapping[str, Any]) -> dict[str, float]:
     """The figures whose change the what-if table shows, flat: allocation, goodput, each tenant's share and p50
-    wait, each job size's p50 wait (None left out)."""
+    wait (`tenant_wait_p50.<tenant>`: a tenant may be named like a job size), each job size's p50 wait
+    (`wait_p50.<size>`), None left out."""
     out = {"allocation": side.get("allocation"), "goodput": side.get("goodput")}
     for name, tenant in (side.get("tenants") or {}).items():
         out[f"share.{name}"] = tenant.get("share")
-        out[f"wait_p50.{name}"] = tenant.get("wait_p50_s")
+        out[f"tenant_wait_p50.{name}"] = tenant.get("wait_p50_s")
     for size, waits in (side.get("wait_by_size") or {}).items():
         out[f"wait_p50.{size}"] = waits.get("p50_s")
     return {key: float(value) for key, value in out.items() if value is not None}

@@ -88,7 +88,7 @@ def test_the_change_varies_as_the_paired_members_changes_do():
     assert spread["allocation"] == pytest.approx(statistics.pstdev([0.10, 0.06, 0.10]), abs=1e-4)
     assert spread["share.team-a"] == 0.0
     assert spread["wait_p50.8 GPU"] == pytest.approx(15.0)  # two pairs with the figure: +10 and -20
-    assert "goodput" not in spread and "wait_p50.team-a" not in spread
+    assert "goodput" not in spread and "tenant_wait_p50.team-a" not in spread
     assert change_spread(current[:1], proposed[:1]) == {}  # one pair says nothing about spread
 
 
