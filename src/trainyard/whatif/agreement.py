@@ -3,8 +3,9 @@ predicted change is scored against the change the cluster engine measured.
 
 The base is the local stack with room to move (each tenant may use the whole cluster, a TrainJob count no replay
 reaches, its controller configured by the stack as in a real cluster), so every kind of change can show an
-effect; one job in four of team-b names `training-high`, which only the priority-class change grants it. A case is one change on one trace seed: the model's change
-(proposed - current) beside the cluster's, per figure. A sign is scored only where the cluster's change exceeds
+effect; one job in four of team-b names `training-high`, which only the priority-class change grants it. A case is
+one change on one trace seed: the model's change (proposed - current) beside the cluster's, per figure, with how
+much the model's own ensemble varies it. A sign is scored only where the cluster's change exceeds
 its run-to-run spread (the largest difference between two cluster replays of the same base over the seeds; for a
 wait, at least one scheduling cycle); the errors are absolute, in points or seconds.
 """

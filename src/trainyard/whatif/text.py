@@ -38,9 +38,9 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
             lines.append(f"unfinished ({side}): {len(unfinished)} jobs still waiting when the replay gave up "
                          f"({', '.join(unfinished[:5])}{', ...' if len(unfinished) > 5 else ''}); their waits are not counted")
     if any(result[side]["not_modelled"] for side in ("current", "proposed")):
-        lines.append("what the model leaves out can move these figures by many points (preempt and reclaim evict "
-                     "running work on the real scheduler, and the model shows no change for them): replay the change "
-                     "on the real engine with --engine cluster")
+        lines.append("what the model leaves out (above) can move these figures by many points where it shows no "
+                     "change (a profile's preempt and reclaim evict running work on the real scheduler): replay the "
+                     "change on the real engine with --engine cluster")
     for note in (current.get("engine") or {}).get("notes", []):
         lines.append(f"cluster engine: {note}")
     return "\n".join(lines) + "\n"
