@@ -162,7 +162,8 @@ def main(argv=None) -> int:
             print(f"  {variant}: {found}", flush=True)
     for variant in args.variants:
         results[variant].update(figures(results[variant]["rows"]))
-        print(f"{variant}: " + ", ".join(f"{k} {v}" for k, v in results[variant].items() if k not in ("rows", "per_seed")))
+        shown = {k: v for k, v in results[variant].items() if k not in ("rows", "per_seed")}
+        print(f"{variant}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
     if args.out:
         record = run_record(["bench/start_estimates_live.py", *(sys.argv[1:] if argv is None else argv)])
         write_results(args.out, "start_estimates_live", record, {

@@ -50,7 +50,8 @@ def _errors(estimates: list[dict]) -> dict[str, Any]:
     errors, shares = [e["error_s"] for e in given], [e["error_share"] for e in given]
     return {"given": len(given), "given_share": round(len(given) / len(estimates), 3) if estimates else None,
             "median_error_s": _round(percentile(errors, 50)), "p90_error_s": _round(percentile(errors, 90)),
-            "median_error_share": _round(percentile(shares, 50), 3), "p90_error_share": _round(percentile(shares, 90), 3)}
+            "median_error_share": _round(percentile(shares, 50), 3),
+            "p90_error_share": _round(percentile(shares, 90), 3)}
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
