@@ -4,12 +4,12 @@
 the model predicts beside the change the real vc-scheduler, JobSet and trainyard controllers produce on a
 throw-away cluster of the stack's shape. Prints a table per case and the summary; asserts nothing.
 
-The run-to-run spread is measured per seed by replaying the base stack twice on the cluster; a figure's spread is the
-largest any seed showed (for a wait, at least one scheduling cycle in trace seconds), and a sign is scored only where
+The run-to-run spread is measured per seed by replaying the base stack --base-replays times on the cluster (the widest
+pair per figure); a figure's spread is the largest any seed showed (for a wait, at least one scheduling cycle in trace seconds), and a sign is scored only where
 the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
 
 Usage: .venv/bin/python bench/whatif_agreement.py [--seeds 31,32,33] [--changes weight,capability,...]
-       [--jobs 24] [--speedup 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
+       [--jobs 24] [--speedup 4] [--base-replays 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--changes", default=",".join(c.name for c in A.CHANGES))
     parser.add_argument("--jobs", type=int, default=24)
     parser.add_argument("--speedup", type=float, default=4.0)
-    parser.add_argument("--no-spread", action="store_true", help="skip the second replay of the base (spread 0)")
+    parser.add_argument("--base-replays", type=int, default=4,
+                        help="cluster replays of the base per seed that measure the run-to-run spread (at least 2)")
+    parser.add_argument("--no-spread", action="store_true", help="replay the base once (spread 0)")
     parser.add_argument("--port-base", type=int, default=28200)
     parser.add_argument("--work", type=Path, default=Path("bench/out/whatif_agreement"))
     parser.add_argument("--out", type=Path)
@@ -61,6 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if unknown:
         parser.error(f"--changes {unknown}: use {', '.join(known)}")
     args.changes = [known[name] for name in args.changes.split(",")]
+    if args.base_replays < 2:
+        parser.error(f"--base-replays {args.base_replays}: the spread needs at least 2 (or --no-spread)")
     return args
 
 
@@ -106,8 +110,9 @@ def main(argv=None) -> int:
             print(f"seed {seed}: {len(base_trace)} jobs", flush=True)
             current = on_cluster(args, base, base_doc, base_trace, f"s{seed}-base")
             if not args.no_spread:
-                again = on_cluster(args, base, base_doc, base_trace, f"s{seed}-base-again")
-                spreads[seed] = {key: round(value, 2) for key, value in A.spread(current, again).items()}
+                again = [on_cluster(args, base, base_doc, base_trace, f"s{seed}-base-again" + (f"{i}" if i else ""))
+                         for i in range(args.base_replays - 1)]
+                spreads[seed] = {key: round(value, 2) for key, value in A.spread_of_replays([current, *again]).items()}
             for change in args.changes:
                 trace = A.workload(change, base_trace)
                 now = current if trace == base_trace else on_cluster(args, base, base_doc, trace,
@@ -135,7 +140,8 @@ def main(argv=None) -> int:
         record = run_record(["bench/whatif_agreement.py", *(sys.argv[1:] if argv is None else argv)])
         write_results(args.out, "whatif_agreement", record, {
             "summary": headline, "seeds": args.seeds, "jobs": args.jobs, "speedup": args.speedup,
-            "spread_measured": not args.no_spread, "spreads": spreads, "pooled_spread": noise,
+            "spread_measured": not args.no_spread, "base_replays": 1 if args.no_spread else args.base_replays,
+            "spreads": spreads, "pooled_spread": noise,
             "wait_floor_s": wait_floor_s, "model": MODEL_NOTE, "cases": cases,
             "seconds": round(time.monotonic() - started)})
     return 0

@@ -73,7 +73,8 @@ BENCHES: tuple[Bench, ...] = (
         measures="The what-if's model against its cluster engine (`--engine cluster`): eight kinds of stack change on "
                  "trace seeds no calibration used, the change the model predicts beside the change the real "
                  "vc-scheduler, JobSet and trainyard controllers produce.",
-        args=("--seeds", "31,32,33", "--jobs", "24", "--speedup", "4", "--work", "bench/out/whatif_agreement"),
+        args=("--seeds", "31,32,33", "--jobs", "24", "--speedup", "4", "--base-replays", "4",
+              "--work", "bench/out/whatif_agreement"),
         repeats=1,
         long=True,
         minutes=240.0,

@@ -169,6 +169,16 @@ def spread(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, flo
     return {key: abs(value) for key, value in changes_of(first, second).items()}
 
 
+def spread_of_replays(replays: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Run-to-run spread per figure over several cluster replays of one side: the widest pair (its range)."""
+    out: dict[str, float] = {}
+    for i, first in enumerate(replays):
+        for second in replays[i + 1:]:
+            for key, value in spread(first, second).items():
+                out[key] = max(out.get(key, 0.0), value)
+    return out
+
+
 def pooled_spread(per_seed: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The spread each figure is scored against: the largest run-to-run difference any seed showed (one pair of
     replays per seed says little alone; the engine's noise does not depend on the trace's seed)."""

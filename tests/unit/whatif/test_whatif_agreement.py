@@ -130,3 +130,12 @@ def test_changes_the_model_says_it_leaves_out_are_scored_and_also_set_apart():
     assert found["sign_agreement"] < 1.0 and found["sign_agreement_modelled"] == 1.0
     assert found["max_allocation_error_points"] == pytest.approx(16.0)
     assert found["max_allocation_error_points_modelled"] == 0.0
+
+
+def test_the_spread_of_several_replays_is_their_widest_pair():
+    replays = [{"allocation": a, "tenants": {"team-a": {"share": t}}} for a, t in ((0.50, 0.30), (0.52, 0.31),
+                                                                                  (0.49, 0.36))]
+    found = A.spread_of_replays(replays)
+    assert found == pytest.approx({"allocation": 3.0, "share.team-a": 6.0})
+    assert A.spread_of_replays(replays[:2]) == pytest.approx({"allocation": 2.0, "share.team-a": 1.0})
+    assert A.spread_of_replays(replays[:1]) == {}
