@@ -13,10 +13,14 @@ from dataclasses import dataclass
 
 from trainyard import k8s as K
 
+from . import constants as C
+
 TRAINJOB = "TrainJob"
 RUNTIME = "TrainingRuntime and ClusterTrainingRuntime"
 UPSTREAM = "upstream"
 TRAINYARD = "trainyard"
+UPSTREAM_V2_4 = "upstream v2.4"
+"""Kubeflow Trainer v2.4 behaviour; the live oracle (v2.3.0) admits it, the differential suite allows it by name."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,10 @@ ADMISSION_RULES: tuple[AdmissionRule, ...] = (
     AdmissionRule("ancestor-replicas", RUNTIME, "spec.template.spec.replicatedJobs[*].replicas",
                   "a trainer or initializer job (ancestor label) with replicas other than 1",
                   "set replicas 1 (numNodes scales the trainer)", "always must be 1"),
+    AdmissionRule("replicated-job-name", RUNTIME, "spec.template.spec.replicatedJobs[*].name",
+                  f"a replicatedJob name longer than {C.MAX_REPLICATED_JOB_NAME} characters (kubeflow/trainer#4394)",
+                  "shorten the job's name", f"must be no more than {C.MAX_REPLICATED_JOB_NAME} characters",
+                  UPSTREAM_V2_4),
     AdmissionRule("ancestor-container", RUNTIME, "spec.template.spec.replicatedJobs[*].template.spec.template.spec.containers",
                   "a trainer or initializer job without its container (`node`, `dataset-initializer`, "
                   "`model-initializer`)", "name the container after its role",

@@ -16,6 +16,8 @@ DATASET_INITIALIZER = "dataset-initializer"
 MODEL_INITIALIZER = "model-initializer"
 NODE = "node"
 LAUNCHER = "launcher"
+MAX_REPLICATED_JOB_NAME = 20
+"""Kubeflow Trainer v2.4 (kubeflow/trainer#4394) refuses runtimes whose replicatedJobs have longer names."""
 INITIALIZER_VOLUME_MOUNT = "initializer"
 ENV_STORAGE_URI = "STORAGE_URI"
 

@@ -1,5 +1,6 @@
 """Admission of TrainingRuntimes and ClusterTrainingRuntimes (pure): CRD schema + CEL rules (`api.py`),
-upstream's runtime webhook (ancestor replicas, required containers, deprecation warning).
+upstream's runtime webhook (ancestor replicas, required containers, deprecation warning), and v2.4's limit of
+20 characters on a replicatedJob's name.
 
 Beyond upstream: a runtime whose trainer job lacks the Job-level ancestor label, or has no container
 named `node`, still builds as upstream would, but admission WARNS and names the fix.
@@ -53,6 +54,10 @@ def replicated_job_errors(runtime: dict) -> list[FieldError]:
     errors = []
     base = "spec.template.spec.replicatedJobs"
     for i, job in enumerate(runtime_jobs(runtime)):
+        name = job.get("name") or ""
+        if len(name) > C.MAX_REPLICATED_JOB_NAME:
+            errors.append(invalid(f"{base}[{i}].name", name, f"must be no more than {C.MAX_REPLICATED_JOB_NAME} "
+                                  "characters (Kubeflow Trainer v2.4): shorten the job's name"))
         ancestor = K.ancestor_of(job)
         if ancestor not in _ANCESTOR_CONTAINER:
             continue

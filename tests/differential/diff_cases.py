@@ -291,6 +291,7 @@ def generated_cases(count: int = GENERATED, seed: int = SEED) -> list[Case]:
 # --------------------------------------------------------------------------- invalid TrainJobs
 TORCH_RT = "bad-torch"
 MPI_RT = "bad-mpi"
+LONG_JOB_NAME_RT = "bad-long-job-name"
 TUNE_RT = "torchtune-llama3.2-1b"  # the catalog's (cluster-scoped, created by the phase)
 
 
@@ -302,7 +303,12 @@ def invalid_runtimes() -> list[dict]:
            "spec": {"mlPolicy": {"numNodes": 1, "mpi": {"mpiImplementation": "OpenMPI", "runLauncherAsNode": True}},
                     "template": {"spec": {"replicatedJobs": [
                         _rjob("node", "trainer", _pod({"name": "node", "image": "mpioperator/openmpi:v0.8.2"}, False))]}}}}
-    return [torch, mpi]
+    long_name = {"apiVersion": API, "kind": "TrainingRuntime", "metadata": {"name": LONG_JOB_NAME_RT},
+                 "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+                     _rjob("node", "trainer", _pod({"name": "node", "image": "pytorch/pytorch:2.7.1"}, False)),
+                     _rjob("evaluation-after-training", None,
+                           _pod({"name": "evaluate", "image": "pytorch/pytorch:2.7.1"}, False))]}}}}
+    return [torch, mpi, long_name]
 
 
 def _bad(name: str, runtime: str = TORCH_RT, kind: str = "TrainingRuntime", **spec) -> dict:
@@ -318,6 +324,7 @@ def invalid_table() -> list[tuple[str, dict]]:
     """(case, TrainJob) pairs every Kubeflow Trainer v2.3.0 controller must refuse at create."""
     table = [
         ("numNodes-negative", _bad("bad-nn-neg", trainer={"numNodes": -3})),
+        ("numProcPerNode-zero", _bad("bad-npp-zero", trainer={"numProcPerNode": 0})),
         ("unknown-runtime-name", _bad("bad-rt-missing", runtime="no-such-runtime")),
         ("unknown-runtime-kind", _bad("bad-rt-kind", kind="BogusRuntime")),
         ("unknown-runtime-apigroup", {**_bad("bad-rt-group"), "spec": {

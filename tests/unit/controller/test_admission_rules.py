@@ -12,7 +12,7 @@ import pytest
 
 from trainyard import k8s as K
 from trainyard.controller.admission import admission_review_response
-from trainyard.controller.admission_rules import ADMISSION_RULES, RUNTIME, TRAINJOB
+from trainyard.controller.admission_rules import ADMISSION_RULES, RUNTIME, TRAINJOB, TRAINYARD, UPSTREAM, UPSTREAM_V2_4
 
 from builders import job, runtime, tenant_namespace, trainjob
 
@@ -142,6 +142,7 @@ def _cases() -> dict[str, Case]:
         "trainer-unreachable": Case(trainjob(trainer={"numNodes": 1}), runtime(jobs=[job("node", None)])),
         "ancestor-replicas": Case(runtime(jobs=[{**job("node", "trainer"), "replicas": 2}])),
         "ancestor-container": Case(runtime(jobs=[job("node", "trainer", [{"name": "main", "image": "i"}])])),
+        "replicated-job-name": Case(runtime(jobs=[job("node", "trainer"), job("dataset-preprocessing-step", None)])),
         "topology-key": Case(runtime(pod_group={"volcano": {"networkTopology": {"networkPolicy": "Strict",
                                                                                 "topologyKey": "example.com/row"}}})),
         "deprecated-cluster-runtime": Case(runtime(labels={K.LABEL_SUPPORT: K.SUPPORT_DEPRECATED})),
@@ -206,3 +207,5 @@ def test_rule_ids_are_unique_and_kinds_known():
     ids = [r.id for r in ADMISSION_RULES]
     assert len(ids) == len(set(ids))
     assert {r.kind for r in ADMISSION_RULES} <= {TRAINJOB, RUNTIME}
+    assert all(r.origin in (UPSTREAM, UPSTREAM_V2_4, TRAINYARD) for r in ADMISSION_RULES)
+    assert all("kubeflow/trainer#" in r.refuses for r in ADMISSION_RULES if r.origin == UPSTREAM_V2_4)

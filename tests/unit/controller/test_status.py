@@ -82,3 +82,17 @@ def test_unsupported_runtime_kind_fails():
 def test_other_manager_status_untouched():
     tj = trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=True)
     assert build_status(tj, None, NOW) == {}
+
+
+@pytest.mark.parametrize("reason", ["FailedJobs", "DeadlineExceeded", "PodsRefused", "BackoffLimitExceeded"])
+@pytest.mark.parametrize("jobset_now", [None, "running", "suspended"])
+def test_failed_stays_terminal(reason, jobset_now):
+    """Kubeflow Trainer v2.4 (kubeflow/trainer#3891): once Failed, a TrainJob stays Failed whatever its JobSet
+    then shows or whether it still exists (v2.3.0 cleared the condition each reconcile and rebuilt the JobSet)."""
+    tj = trainjob(activeDeadlineSeconds=3600)
+    failed = {"type": "Failed", "status": "True", "reason": reason, "message": "m",
+              "lastTransitionTime": "2025-01-01T00:30:00Z"}
+    tj["status"] = {"conditions": [failed]}
+    later = None if jobset_now is None else jobset(*([] if jobset_now == "running" else [
+        {"type": "Suspended", "status": "True", "reason": "r", "message": "m"}]))
+    assert conds(build_status(tj, later, NOW))["Failed"] == ("True", reason, "m", "2025-01-01T00:30:00Z")
