@@ -60,6 +60,7 @@ def test_whatif_compares_the_working_copy_with_the_last_commit(checkout):
         e["tenant"] == "team-a" and e["reason"] == f"needs {e['gpus']} GPUs, above team-a's quota of 8"
         for e in result["proposed"]["never_runnable"])
     assert "tenants[team-a].quota.gpu: 32 -> 8" in result["proposed"]["changes"]
+    assert result["proposed"]["caveats"] == []
     again = run(checkout, "platform", "whatif", "--stack", "t", "-o", "json", "--jobs", "80", "--seed", "2")
     assert json.loads(again.stdout) == result  # deterministic for a seed
 
@@ -83,6 +84,7 @@ def test_whatif_against_a_proposed_file_and_a_trace_file(checkout, tmp_path):
     assert result["proposed"]["workload"] == {"source": str(trace), "seed": 0, "jobs": 120}
     assert result["current"]["engine"] == result["proposed"]["engine"] == {"name": "model"}
     assert result["proposed"]["tenants"]["team-b"]["share"] > result["current"]["tenants"]["team-b"]["share"] + 0.1
+    assert [c.split(":")[0] for c in result["proposed"]["caveats"]] == ["queue order (weight, deserved, queue plugin)"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -32,3 +32,14 @@ def test_what_the_model_leaves_out_points_to_the_real_engine():
     text = render({"current": side({"name": "model"}), "proposed": left_out}, [])
     assert "not modelled (proposed): scheduler.profile fair-share" in text
     assert "replay the change on the real engine with --engine cluster" in text
+
+
+def test_a_change_of_queue_order_states_the_models_known_limit():
+    model = {"current": side({"name": "model"}), "proposed": side({"name": "model"})}
+    for change in ("tenants[team-b].queue.weight: 1 -> 4", "scheduler.queuePlugin: proportion -> capacity",
+                   "tenants[team-a].queue.deserved.nvidia.com/gpu: (none) -> 21"):
+        assert "queue order (weight, deserved, queue plugin)" in render(model, [change]), change
+        assert "--engine cluster" in render(model, [change])
+    assert "queue order" not in render(model, ["tenants[team-a].queue.capability.nvidia.com/gpu: 32 -> 16"])
+    cluster = {"current": side({"name": "cluster"}), "proposed": side({"name": "cluster"})}
+    assert "queue order" not in render(cluster, ["tenants[team-b].queue.weight: 1 -> 4"])
