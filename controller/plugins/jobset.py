@@ -68,8 +68,12 @@ def apply_initializers(info: RuntimeInfo) -> None:
 
 
 def apply_trainer(info: RuntimeInfo) -> None:
+    """spec.trainer onto the trainer job's `node` container. For an MPI runtime the image also goes to the worker
+    job `node` (Kubeflow Trainer v2.4, kubeflow/trainer#4301: launcher and workers must run the same MPI build);
+    command and args stay the launcher's (the workers run sshd)."""
     trainer = info.trainer
-    launcher_as_node = bool(((info.ml_policy or {}).get("mpi") or {}).get("runLauncherAsNode"))
+    mpi = (info.ml_policy or {}).get("mpi")
+    launcher_as_node = bool((mpi or {}).get("runLauncherAsNode"))
     for job in k8s.replicated_jobs(info.spec):
         is_trainer = K.ancestor_of(job) == C.ANCESTOR_TRAINER
         if is_trainer:
@@ -81,6 +85,8 @@ def apply_trainer(info: RuntimeInfo) -> None:
             for field in ("image", "command", "args"):
                 if trainer.get(field) is not None:
                     container[field] = trainer[field]
+        elif mpi is not None and job.get("name") == C.NODE and trainer.get("image") is not None:
+            container["image"] = trainer["image"]
         if is_trainer or (launcher_as_node and job.get("name") == C.NODE):
             k8s.upsert_env(container, trainer.get("env") or [])
 

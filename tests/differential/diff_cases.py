@@ -42,6 +42,10 @@ whenever it is read (Suspended, jobsStatus of suspended jobs) on both sides."""
 
 
 # --------------------------------------------------------------------------- catalog
+MPI_IMAGE_CASES = ("deepspeed-distributed", "openmpi-distributed")
+"""Catalog MPI runtimes (launcher with the trainer label, workers without) also run with a TrainJob image."""
+
+
 def catalog_cases() -> list[Case]:
     """Every runtime of the current catalog release as the platform renders it (ClusterTrainingRuntimes under
     their stable names; torchtune derives the model from the name), each with a minimal TrainJob."""
@@ -53,6 +57,9 @@ def catalog_cases() -> list[Case]:
         name = runtime["metadata"]["name"]
         case = f"cat-{name.replace('.', '-')}"
         cases.append(Case(case, "catalog", suspended_trainjob(case, name, "ClusterTrainingRuntime"), [runtime]))
+        if name in MPI_IMAGE_CASES:  # v2.4's TrainJob image on launcher and workers (kubeflow/trainer#4301)
+            cases.append(Case(f"{case}-img", "catalog", suspended_trainjob(
+                f"{case}-img", name, "ClusterTrainingRuntime", trainer={"image": "example.com/mpi-app:1.0"}), [runtime]))
     return cases
 
 

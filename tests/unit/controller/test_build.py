@@ -322,6 +322,28 @@ def test_mpi_implementations(impl, env_names, line):
     assert hostfile["data"]["hostfile"].splitlines() == [line, line.replace("node-0-0", "node-0-1")]
 
 
+@pytest.mark.parametrize("launcher_as_node", [False, True])
+@pytest.mark.parametrize("trainer, launcher_wants, worker_wants", [
+    ({"image": "mine:1"}, ("mine:1", None), ("mine:1", None)),
+    ({"image": "mine:1", "command": ["mpirun"], "args": ["-n", "2"]}, ("mine:1", ["mpirun"]), ("mine:1", None)),
+    ({"command": ["mpirun"]}, ("l", ["mpirun"]), ("w", None)),
+    ({}, ("l", None), ("w", None)),
+])
+def test_mpi_trainer_image_reaches_launcher_and_workers_command_only_the_launcher(launcher_as_node, trainer,
+                                                                                  launcher_wants, worker_wants):
+    """Kubeflow Trainer v2.4 (kubeflow/trainer#4301): the TrainJob's image runs on both; the workers keep sshd."""
+    js = the_jobset(build(trainjob(trainer=trainer), mpi_runtime(launcher_as_node=launcher_as_node)))
+    for name, (image, command) in (("launcher", launcher_wants), ("node", worker_wants)):
+        assert (container(js, name)["image"], container(js, name).get("command")) == (image, command), name
+    assert "args" not in container(js, "node")
+
+
+def test_a_torch_runtimes_other_jobs_keep_their_image():
+    rt = runtime(jobs=[job("node", "trainer"), job("evaluate", None, [{"name": "node", "image": "eval:1"}])])
+    js = the_jobset(build(trainjob(trainer={"image": "mine:1"}), rt))
+    assert (container(js, "node")["image"], container(js, "evaluate")["image"]) == ("mine:1", "eval:1")
+
+
 def test_mpi_ssh_secret_volumes_and_mounts():
     objects = build(trainjob(), mpi_runtime())
     (secret,) = by_kind(objects, "Secret")
