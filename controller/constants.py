@@ -79,15 +79,21 @@ OMPI_ENV_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
 OMPI_ENV_RSH_ARGS = "OMPI_MCA_plm_rsh_args"
 OMPI_ENV_KEEP_FQDN = "OMPI_MCA_orte_keep_fqdn_hostnames"
 OMPI_ENV_DEFAULT_SLOTS = "OMPI_MCA_orte_set_default_slots"
+# Open MPI 5 replaced ORTE with PRTE and ignores the OMPI_MCA_orte_* names (Kubeflow Trainer v2.4,
+# kubeflow/trainer#4029): the same settings under PRTE's names; Open MPI 4 ignores these.
+PRTE_ENV_HOSTFILE = "PRTE_MCA_prte_default_hostfile"
+PRTE_ENV_KEEP_FQDN = "PRTE_MCA_prte_keep_fqdn_hostnames"
+PRTE_ENV_DEFAULT_SLOTS = "PRTE_MCA_prte_set_default_slots"
+PRTE_ENV_SSH_ARGS = "PRTE_MCA_plm_ssh_args"
 MPI_RSH_ARGS = "-o ConnectionAttempts=10"
 INTEL_ENV_HOSTFILE = "I_MPI_HYDRA_HOST_FILE"
 INTEL_ENV_BOOTSTRAP_ARGS = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
 MPICH_ENV_HOSTFILE = "HYDRA_HOST_FILE"
 MPICH_ENV_LAUNCH_ARGS = "HYDRA_LAUNCH_EXTRA_ARGS"
 MPI_RESERVED_ENVS = (OMPI_ENV_HOSTFILE, OMPI_ENV_RSH_ARGS, OMPI_ENV_KEEP_FQDN, OMPI_ENV_DEFAULT_SLOTS,
+                     PRTE_ENV_HOSTFILE, PRTE_ENV_KEEP_FQDN, PRTE_ENV_DEFAULT_SLOTS, PRTE_ENV_SSH_ARGS,
                      INTEL_ENV_HOSTFILE, INTEL_ENV_BOOTSTRAP_ARGS, MPICH_ENV_HOSTFILE, MPICH_ENV_LAUNCH_ARGS)
-# Upstream only reserves the OpenMPI names; the Intel/MPICH ones are ours.
-UPSTREAM_MPI_RESERVED_ENVS = MPI_RESERVED_ENVS[:4]
+"""Upstream (v2.4) reserves the OpenMPI and PRTE names; the Intel and MPICH ones are trainyard's."""
 
 XGBOOST_RESERVED_ENVS = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
 

@@ -48,10 +48,16 @@ def _launcher_env(impl: str, slots: int) -> list[dict]:
         return [k8s.env_value(C.MPICH_ENV_HOSTFILE, HOSTFILE_PATH),
                 k8s.env_value(C.MPICH_ENV_LAUNCH_ARGS, C.MPI_RSH_ARGS)]
     if impl == C.MPI_OPENMPI:
+        # PRTE must not keep FQDNs: the hostfile's short pod names never match what PRTE resolves for itself, and
+        # with the launcher as a node it would ssh to itself (kubeflow/trainer#4029)
         return [k8s.env_value(C.OMPI_ENV_HOSTFILE, HOSTFILE_PATH),
                 k8s.env_value(C.OMPI_ENV_KEEP_FQDN, "true"),
                 k8s.env_value(C.OMPI_ENV_DEFAULT_SLOTS, str(slots)),
-                k8s.env_value(C.OMPI_ENV_RSH_ARGS, C.MPI_RSH_ARGS)]
+                k8s.env_value(C.OMPI_ENV_RSH_ARGS, C.MPI_RSH_ARGS),
+                k8s.env_value(C.PRTE_ENV_HOSTFILE, HOSTFILE_PATH),
+                k8s.env_value(C.PRTE_ENV_KEEP_FQDN, "false"),
+                k8s.env_value(C.PRTE_ENV_DEFAULT_SLOTS, str(slots)),
+                k8s.env_value(C.PRTE_ENV_SSH_ARGS, C.MPI_RSH_ARGS)]
     raise ValidationError(f"MPI implementation {impl!r} is not supported; use OpenMPI, Intel or MPICH",
                           "spec.mlPolicy.mpi.mpiImplementation")
 

@@ -86,6 +86,8 @@ def test_beyond_upstream_trainer_job_warnings(rt, fix):
     (trainjob(trainer={"env": [{"name": "PET_NNODES", "value": "1"}]}), runtime(ml={"torch": {}}),
      "must not have reserved envs, invalid envs configured: [PET_NNODES]"),
     (trainjob(trainer={"env": [{"name": "OMPI_MCA_plm_rsh_args", "value": "1"}]}), runtime(ml={"mpi": {}}), "must not have reserved envs"),
+    (trainjob(trainer={"env": [{"name": "PRTE_MCA_prte_default_hostfile", "value": "1"}]}), runtime(ml={"mpi": {}}),
+     "must not have reserved envs"),                                           # v2.4, kubeflow/trainer#4029
     (trainjob(trainer={"env": [{"name": "DMLC_TASK_ID", "value": "1"}]}), runtime(ml={"xgboost": {}}),
      "spec.trainer.env[0]: Forbidden: DMLC_TASK_ID is reserved for the XGBoost runtime"),
     (trainjob(trainer={"numNodes": 2}), runtime(ml={"mpi": {"runLauncherAsNode": True}}),

@@ -307,7 +307,9 @@ def mpi_runtime(impl=None, launcher_as_node=False, nproc=None, gpus=None):
 
 
 @pytest.mark.parametrize("impl,env_names,line", [
-    ("OpenMPI", ["OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"], "tj-node-0-0.tj slots=1"),
+    ("OpenMPI", ["OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args",
+                 "PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames", "PRTE_MCA_prte_set_default_slots", "PRTE_MCA_plm_ssh_args"],
+     "tj-node-0-0.tj slots=1"),
     ("Intel", ["I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"], "tj-node-0-0.tj:1"),
     ("MPICH", ["HYDRA_HOST_FILE", "HYDRA_LAUNCH_EXTRA_ARGS"], "tj-node-0-0.tj:1"),
 ])
@@ -342,6 +344,16 @@ def test_a_torch_runtimes_other_jobs_keep_their_image():
     rt = runtime(jobs=[job("node", "trainer"), job("evaluate", None, [{"name": "node", "image": "eval:1"}])])
     js = the_jobset(build(trainjob(trainer={"image": "mine:1"}), rt))
     assert (container(js, "node")["image"], container(js, "evaluate")["image"]) == ("mine:1", "eval:1")
+
+
+def test_open_mpi_5_reads_the_same_settings_under_prte_names_without_fqdn_hostnames():
+    """Kubeflow Trainer v2.4 (kubeflow/trainer#4029)."""
+    env = dict(env_of(container(the_jobset(build(trainjob(trainer={"numNodes": 2}), mpi_runtime(gpus=4))),
+                                "launcher")))
+    assert env["PRTE_MCA_prte_default_hostfile"] == env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert env["PRTE_MCA_prte_set_default_slots"] == env["OMPI_MCA_orte_set_default_slots"] == "4"
+    assert env["PRTE_MCA_plm_ssh_args"] == env["OMPI_MCA_plm_rsh_args"]
+    assert (env["OMPI_MCA_orte_keep_fqdn_hostnames"], env["PRTE_MCA_prte_keep_fqdn_hostnames"]) == ("true", "false")
 
 
 def test_mpi_ssh_secret_volumes_and_mounts():
