@@ -4,9 +4,9 @@
 the model predicts beside the change the real vc-scheduler, JobSet and trainyard controllers produce on a
 throw-away cluster of the stack's shape. Prints a table per case and the summary; asserts nothing.
 
-The run-to-run spread is measured per seed by replaying the base stack --base-replays times on the cluster (the widest
-pair per figure); a figure's spread is the largest any seed showed (for a wait, at least one scheduling cycle in trace seconds), and a sign is scored only where
-the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
+The run-to-run spread is measured per seed by replaying the base stack --base-replays times on the cluster (the
+widest pair per figure); a figure's spread is the largest any seed showed (for a wait, at least one scheduling cycle
+in trace seconds), and a sign is scored only where the cluster's change exceeds it. Every side's cluster replay is kept in --work (a rerun reuses them).
 
 Usage: .venv/bin/python bench/whatif_agreement.py [--seeds 31,32,33] [--changes weight,capability,...]
        [--jobs 24] [--speedup 4] [--base-replays 4] [--no-spread] [--port-base 28200] [--work DIR] [--out DIR]
