@@ -5,10 +5,12 @@ from __future__ import annotations
 from trainyard.benchmarks.declarations import Bench, Figure, Target
 
 
-def _estimate_errors(mode: str, words: str) -> tuple[Figure, ...]:
+def _estimate_errors(mode: str, words: str, second_digits: int = 0) -> tuple[Figure, ...]:
+    """Errors in seconds shown with `second_digits` decimals (a compressed live replay's are under a second)."""
     return (Figure(f"{mode}_median_s", f"{mode}.median_error_s", f"{words}: absolute error, median", unit="s",
-                   digits=0),
-            Figure(f"{mode}_p90_s", f"{mode}.p90_error_s", f"{words}: absolute error, p90", unit="s", digits=0),
+                   digits=second_digits),
+            Figure(f"{mode}_p90_s", f"{mode}.p90_error_s", f"{words}: absolute error, p90", unit="s",
+                   digits=second_digits),
             Figure(f"{mode}_median_share", f"{mode}.median_error_share", f"{words}: error / real wait, median",
                    unit="%", scale=100.0, digits=0),
             Figure(f"{mode}_p90_share", f"{mode}.p90_error_share", f"{words}: error / real wait, p90", unit="%", scale=100.0,
@@ -71,7 +73,7 @@ ESTIMATES_LIVE = Bench(
                digits=0),
         Figure("trainer_status_given_share", "trainer_status.given_share",
                "trainerStatus: jobs told a time", unit="%", scale=100.0, digits=0),
-        *_estimate_errors("trainer_status", "trainerStatus, jobs told a time"),
+        *_estimate_errors("trainer_status", "trainerStatus, jobs told a time", second_digits=1),
         *_every_estimate("trainer_status", "trainerStatus"),
     ),
 )
