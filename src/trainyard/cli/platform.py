@@ -100,7 +100,7 @@ def whatif(
     from trainyard.errors import TrainyardError
     from trainyard.whatif.cluster_plan import EngineLimit
     from trainyard.whatif.run import ENGINES, what_if_files
-    from trainyard.whatif.text import queue_order_caveat, render
+    from trainyard.whatif.text import caveats, render
     from trainyard.whatif.workload import trace_document
 
     if output not in ("table", "json"):
@@ -122,9 +122,8 @@ def whatif(
     if save_trace is not None:
         save_trace.write_text(json.dumps(trace_document(result.trace), indent=1) + "\n")
     if output == "json":
-        on_model = (result.result["current"].get("engine") or {}).get("name", "model") == "model"
-        caveats = queue_order_caveat(result.changes) if on_model else []
         typer.echo(json.dumps({**result.result, "proposed": {**result.result["proposed"], "changes": result.changes,
-                                                             "caveats": caveats}}, indent=2))
+                                                             "caveats": caveats(result.result, result.changes)}},
+                              indent=2))
     else:
         typer.echo(render(result.result, result.changes), nl=False)

@@ -171,12 +171,7 @@ def spread(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, flo
 
 def spread_of_replays(replays: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Run-to-run spread per figure over several cluster replays of one side: the widest pair (its range)."""
-    out: dict[str, float] = {}
-    for i, first in enumerate(replays):
-        for second in replays[i + 1:]:
-            for key, value in spread(first, second).items():
-                out[key] = max(out.get(key, 0.0), value)
-    return out
+    return pooled_spread([spread(first, second) for i, first in enumerate(replays) for second in replays[i + 1:]])
 
 
 def pooled_spread(per_seed: Sequence[Mapping[str, float]]) -> dict[str, float]:

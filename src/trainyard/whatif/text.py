@@ -37,8 +37,7 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
         if unfinished:
             lines.append(f"unfinished ({side}): {len(unfinished)} jobs still waiting when the replay gave up "
                          f"({', '.join(unfinished[:5])}{', ...' if len(unfinished) > 5 else ''}); their waits are not counted")
-    if (current.get("engine") or {}).get("name", "model") == "model":
-        lines += queue_order_caveat(changes)
+    lines += caveats(result, changes)
     if any(result[side]["not_modelled"] for side in ("current", "proposed")):
         lines.append("what the model leaves out (above) can move these figures by many points where it shows no "
                      "change (a profile's preempt and reclaim evict running work on the real scheduler): replay the "
@@ -50,6 +49,13 @@ def render(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> s
 
 QUEUE_ORDER_SETTINGS = (".queue.weight:", ".queue.deserved.", "scheduler.queuePlugin:")
 """Changes that move only the order in which queues are served, where the model is known to overstate effects."""
+
+
+def caveats(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> list[str]:
+    """The model's known limits that apply to these changes (none when the cluster engine produced the figures)."""
+    if (result["current"].get("engine") or {}).get("name", "model") != "model":
+        return []
+    return queue_order_caveat(changes)
 
 
 def queue_order_caveat(changes: Sequence[str]) -> list[str]:
