@@ -4,7 +4,10 @@ It steps Volcano's session every `cycle_s` seconds and follows its `allocate` ac
 `gang` profile: queues are served lowest share first (allocated / deserved), each queue's jobs highest priority
 first (`priority`), then oldest; `proportion` water-fills each queue's deserved share against its request
 (allocated + every pending pod, at most its capability, `proportion.go`) and refuses a job that would take its
-queue beyond it, `capacity` only beyond the queue's capability (elastic); a gang binds whole
+queue beyond it, `capacity` only beyond the queue's capability (elastic). `proportion`'s share is dominant over
+every dimension a pod requests, and each pod asks for one `pods` (and its namespace's default CPU and memory): a
+queue's pod share (allocated pods / its pods allocated and pending) is often above its GPU share, which makes the
+queue order less sensitive to the weights than GPUs alone would; a gang binds whole
 or not at all; a hard-topology gang tries every rack, then (tier 2) every spine, and takes the candidate the
 HyperNode binpack score likes best (the fullest that fits); a pod goes to the node that `binpack` (GPUs) plus
 the HyperNode binpack for normal pods (rack, spine faded 0.8) score highest, ties broken by a seeded draw as
@@ -98,6 +101,22 @@ def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, 
     return water_fill(capacity, weights, request)
 
 
+def proportion_share(gpus: float, deserved_gpus: float, pods: int, requested_pods: int) -> float:
+    """A queue's share as `proportion` orders queues: the largest allocated/deserved over its dimensions. Every
+    pod asks for one `pods`, and a queue deserves every pod it requests (a cluster has far more pod slots than
+    GPU jobs), so beside GPUs the share counts its allocated pods against its allocated and pending ones; a zero
+    deserved counts as 1 once anything is allocated (`helpers.Share`)."""
+    def ratio(used: float, owed: float) -> float:
+        return used / owed if owed > 0 else (1.0 if used > 0 else 0.0)
+    return max(ratio(gpus, deserved_gpus), ratio(pods, requested_pods))
+
+
+def proportion_overused(gpus: float, deserved_gpus: float, pods: int, requested_pods: int) -> bool:
+    """`proportion`'s overused: deserved at most allocated in every dimension; a queue with a pending pod deserves
+    more pods than it holds, so allocate skips it only once nothing of it waits (a refusal holds a job back)."""
+    return deserved_gpus <= gpus + 1e-9 and requested_pods <= pods
+
+
 @dataclass(frozen=True)
 class _Flight:
     """An eviction whose gang has not started yet: its victims stay suspended, its nodes are its gang's."""
@@ -140,6 +159,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
     live: dict[int, _Pod] = {}
     ends: list[tuple[float, int]] = []
     allocated = {q: 0 for q in weights}
+    pods_allocated = {q: 0 for q in weights}
     reservation: Reservation | None = None
     inflight: list[_Flight] = []
     evicted: set[str] = set()
@@ -152,6 +172,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         pod = live.pop(key)
         state.used[pod.node] -= pod.gpus
         allocated[pod.queue] -= pod.gpus
+        pods_allocated[pod.queue] -= 1
         return pod
 
     for holder, placed_on in already_running:
@@ -162,6 +183,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         by_name[holder.name] = here
         submitted[holder.name] = 0.0
         allocated[holder.tenant] = allocated.get(holder.tenant, 0) + holder.gpus
+        pods_allocated[holder.tenant] = pods_allocated.get(holder.tenant, 0) + holder.pods
         for node in placed_on:
             key = len(records)
             state.used[node] += holder.gpus_per_pod
@@ -223,7 +245,14 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         placed_any = False
         pending_gpus = {q: sum(j.trace.gpus for j in js) for q, js in by_queue.items()}
         deserved = _deserved(policy, weights, capacity, allocated, pending_gpus)
-        order = [(allocated[q] / deserved[q] if deserved[q] > 0 else float("inf"), q) for q in by_queue]
+        requested_pods = {q: pods_allocated[q] + sum(j.trace.pods for j in js) for q, js in by_queue.items()}
+
+        def share(queue: str) -> float:
+            if policy.queue_plugin != "proportion":
+                return allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf")
+            return proportion_share(allocated[queue], deserved[queue], pods_allocated[queue], requested_pods[queue])
+
+        order = [(share(q), q) for q in by_queue]
         heapq.heapify(order)
         cursor = {q: 0 for q in by_queue}
         # what any placement needs at least: a cheap refusal for most jobs on a full cluster (at 1,000 nodes and
@@ -234,7 +263,8 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
         refused: set[str] = set()
         while order:
             _, queue = heapq.heappop(order)
-            if policy.queue_plugin == "proportion" and allocated[queue] >= deserved[queue]:
+            if policy.queue_plugin == "proportion" and proportion_overused(
+                    allocated[queue], deserved[queue], pods_allocated[queue], requested_pods[queue]):
                 overused.add(queue)
                 continue  # overused: the whole queue waits this cycle
             job = by_queue[queue][cursor[queue]]
@@ -251,6 +281,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                 largest_free = max((free_gpus(state, n) for n in state.nodes), default=0)
                 job.placed, job.placed_at = True, t
                 allocated[queue] += job.trace.gpus
+                pods_allocated[queue] += job.trace.pods
                 bound = t + policy.bind_latency_s
                 for node in chosen:
                     key = len(records)
@@ -263,7 +294,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     reservation = None
                     state.held_by = dict.fromkeys(state.held_by)
             if cursor[queue] < len(by_queue[queue]):
-                heapq.heappush(order, (allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf"), queue))
+                heapq.heappush(order, (share(queue), queue))
         before = t
         t = _next_cycle(t, policy.cycle_s, jobs, ends) if quiet and not placed_any else round(t + policy.cycle_s, 6)
         if held_back is not None:

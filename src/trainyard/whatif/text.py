@@ -60,12 +60,13 @@ def caveats(result: Mapping[str, Mapping[str, Any]], changes: Sequence[str]) -> 
 
 def queue_order_caveat(changes: Sequence[str]) -> list[str]:
     """The model's known limit on queue-order changes (the whatif_agreement bench: on every trace seed it predicted
-    the favoured queue gaining share where the real vc-scheduler moved no more than its run-to-run spread)."""
+    the favoured queue gaining share where the real vc-scheduler moved no more than its run-to-run spread; its
+    deserved and dominant shares follow vc-scheduler's log, so the difference lies in the timing of races)."""
     if not any(marker in change for change in changes for marker in QUEUE_ORDER_SETTINGS):
         return []
-    return ["queue order (weight, deserved, queue plugin): the model holds queues to their deserved share more "
-            "strictly than the real vc-scheduler and may show a gain for the favoured queue that the real scheduler "
-            "does not give; confirm with --engine cluster"]
+    return ["queue order (weight, deserved, queue plugin): the model shares GPUs out as vc-scheduler does, but which "
+            "waiting job takes GPUs that free up often turns on sub-second timing it does not reproduce, and it has "
+            "shown gains for the favoured queue that the real scheduler did not give; confirm with --engine cluster"]
 
 
 def engine_words(engine: Mapping[str, Any], ensemble: Mapping[str, Any] | None = None) -> str:

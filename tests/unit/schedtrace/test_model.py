@@ -5,7 +5,7 @@ jobs so a starving gang starts)."""
 import pytest
 
 from trainyard.schedtrace import metrics as M
-from trainyard.scheduling.simulator import ModelNode, ModelPolicy, simulate
+from trainyard.scheduling.simulator import ModelNode, ModelPolicy, proportion_overused, proportion_share, simulate
 from trainyard.scheduling.trace import TraceJob, generate
 
 WEIGHTS = {"a": 1, "b": 1}
@@ -171,3 +171,30 @@ def test_the_model_says_how_long_proportion_held_a_queue_back(weight_b, refused)
     assert (refused_s > 30.0) is refused, held_back
     if not refused:
         assert refused_s == 0.0
+
+
+def test_proportion_orders_queues_by_their_dominant_share_pods_included():
+    """Every pod asks for one `pods`, and vc-scheduler's share is the largest allocated/deserved over all the
+    dimensions (its log: `deserved <cpu ..., nvidia.com/gpu ..., pods ...>`). a holds 7 GPUs in 7 pods of the 8 it
+    asks for (pod share 7/8), b 8 GPUs in 1 of 2 pods (1/2): b goes first for the one free 8-GPU node, though a's
+    GPU share (7/15) is below b's (8/16)."""
+    held = [(TraceJob(f"a-small{i}", "a", 0.0, 100.0, 1, 1, None), ["n0"]) for i in range(7)]
+    held += [(TraceJob("b-big", "b", 0.0, 100.0, 1, 8, None), ["n1"])]
+    held += [(TraceJob(f"c{i}", "c", 0.0, 100.0, 1, 8, None), [f"n{i + 2}"]) for i in range(3)]
+    trace = [TraceJob("a-next", "a", 0.0, 10.0, 1, 8, None), TraceJob("b-next", "b", 0.0, 10.0, 1, 8, None)]
+    _, pods, _ = simulate(trace, nodes(6, 6), {"a": 1, "b": 1, "c": 1}, seed=0, already_running=held)
+    bound = {p.job: p.bound for p in pods if p.job.endswith("-next")}
+    assert bound["b-next"] < 1.0 < bound["a-next"], bound
+
+
+@pytest.mark.parametrize("gpus, deserved, pods, requested, share, overused", [
+    (7, 15, 7, 8, 7 / 8, False),     # the pod share dominates
+    (8, 16, 1, 2, 1 / 2, False),     # equal
+    (12, 8, 3, 4, 12 / 8, False),    # beyond its GPUs, but a pod still waits: refused per task, not overused
+    (8, 8, 2, 2, 1.0, True),         # nothing of it waits
+    (0, 0, 0, 0, 0.0, True),
+    (4, 0, 1, 1, 1.0, True),         # a zero deserved counts as 1 once something is allocated
+])
+def test_proportion_share_and_overused_follow_every_dimension(gpus, deserved, pods, requested, share, overused):
+    assert proportion_share(gpus, deserved, pods, requested) == pytest.approx(share)
+    assert proportion_overused(gpus, deserved, pods, requested) is overused
