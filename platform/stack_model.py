@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Union
 
+from trainyard import __version__
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, DEFAULT_MAX_GRACE_SECONDS
 from trainyard.queues.priority_classes import PriorityClassSpec
@@ -205,7 +206,7 @@ WEBHOOK_CERTIFICATE_SOURCES = {
 class ControllerSpec:
     namespace: str = "trainyard-system"
     """Namespace of the controller's Deployment, Service and lease."""
-    image: str = "ghcr.io/trainyard/controller:0.1.0"
+    image: str = f"ghcr.io/trainyard/controller:{__version__}"
     """The controller's image (in-cluster controllers only)."""
     replicas: int = 2
     """Controller replicas; one holds the lease and writes."""

@@ -232,11 +232,22 @@ class ApiServer:
         """Create `obj` with `dryRun=All` (every admission layer, nothing stored): None when the API server would
         accept it, else its message. Raised: 401/403 for this caller's own rights (RBAC), and 5xx."""
         resource = resource_for(obj)
+        return self._dry_run("create", "POST", resource.path(obj["metadata"].get("namespace")), obj, {})
+
+    def dry_run_apply(self, obj: dict, field_manager: str = FIELD_MANAGER) -> str | None:
+        """Server-side apply `obj` as `apply` does, with `dryRun=All` (every admission layer, nothing stored): None
+        when the API server would accept it, else its message. Raised: 401/403 for this caller's own rights, 5xx."""
+        meta = obj["metadata"]
+        return self._dry_run("patch", "PATCH", resource_for(obj).path(meta.get("namespace"), meta["name"]),
+                             json_body(obj), {"fieldManager": field_manager, "force": "true"}, APPLY_CONTENT_TYPE)
+
+    def _dry_run(self, verb: str, method: str, path: str, body, query: dict, content_type: str = "application/json"
+                 ) -> str | None:
         try:
-            self._call("POST", resource.path(obj["metadata"].get("namespace")), body=obj, query={"dryRun": "All"})
+            self._call(method, path, body=body, query={**query, "dryRun": "All"}, content_type=content_type)
         except ApiError as exc:
             message = api_message(exc)
-            if exc.status >= 500 or exc.status == 401 or (exc.status == 403 and "cannot create resource" in message):
+            if exc.status >= 500 or exc.status == 401 or (exc.status == 403 and f"cannot {verb} resource" in message):
                 raise
             return message
         return None

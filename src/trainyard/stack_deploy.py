@@ -72,6 +72,15 @@ def read_stack_file(stack: str, root: Path | None = None) -> dict:
     return document
 
 
+def stack_kubeconfig(stack: str, root: Path | None = None) -> str:
+    """The kubeconfig file the stack deploys with (`trainyard:kubeconfig`, `~` expanded)."""
+    value = ((read_stack_file(stack, root).get("config") or {}).get(f"{NAMESPACE}:kubeconfig"))
+    if not isinstance(value, str) or not value:
+        raise StackError(f"stack {stack!r} names no cluster: set `{NAMESPACE}:kubeconfig` in {stack_file(stack, root)} "
+                         "or pass --kubeconfig FILE")
+    return str(Path(value).expanduser())
+
+
 def runs_controllers_locally(document: dict) -> bool:
     """`trainyard:controllersRunLocally` as the platform program reads it (a bad value is validation's to report)."""
     config, _ = parse_stack_config(stack_values(document), file="stack")

@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("trainyard.controller.runtime", "trainyard.runtimes")),
     ("platform", ("trainyard.platform",)),
     ("apps", ("trainyard.scheduling", "trainyard.cluster", "trainyard.realnodes", "trainyard.capacity", "trainyard.schedtrace",
-              "trainyard.whatif",
+              "trainyard.whatif", "trainyard.upgrade",
               "trainyard.stack_deploy",
               "trainyard.main_job", "trainyard.pulumi_env", "trainyard.scale_stack", "trainyard.benchkit", "trainyard.benchmarks",
               "trainyard.usage", "trainyard.docs_reference")),

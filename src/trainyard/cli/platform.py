@@ -45,7 +45,20 @@ def preview(stack: str = STACK, cluster: str = CLUSTER, extra: Optional[List[str
     summary = preview_summary(path, stack_deploy.repo_root()) if path.is_file() else None
     if summary:
         typer.echo(summary)
+    moves = _catalog_moves_text(stack)
+    if moves:
+        typer.echo(moves)
     _guarded(stack_deploy.run, stack, "preview", extra or [], cluster)
+
+
+def _catalog_moves_text(stack: str) -> str:
+    from trainyard.upgrade.preflight import catalog_preview
+
+    try:
+        kubeconfig = stack_deploy.stack_kubeconfig(stack)
+    except stack_deploy.StackError as exc:
+        return f"catalog moves not checked against the cluster: {exc}"
+    return catalog_preview(stack_deploy.stack_file(stack), kubeconfig)
 
 
 @platform_app.command("destroy")
@@ -127,3 +140,53 @@ def whatif(
                               indent=2))
     else:
         typer.echo(render(result.result, result.changes), nl=False)
+
+
+@platform_app.command("preflight")
+def preflight(
+    stack: str = STACK,
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="The cluster to examine (default: the "
+                                             "stack's trainyard:kubeconfig)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Only this namespace's TrainJobs."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json"),
+) -> None:
+    """Run with the new version before `trainyard platform up` upgrades a stack: what it does to every TrainJob in the
+    cluster (built again as the new controller builds it; a suspended one's new JobSet tried with a dry-run apply),
+    and what moving a tenant to the catalog release the stack now pins does to its runtimes and TrainJobs in
+    flight; what the operator must do first. Writes nothing; exit 1 when a TrainJob needs the operator."""
+    from trainyard.controller.runtime.transport import ApiError
+    from trainyard.errors import TrainyardError
+    from trainyard.platform.stack_source import read_stack_source
+    from trainyard.runtimes import load_catalog
+    from trainyard.upgrade import catalog_moves
+    from trainyard.upgrade.preflight import catalog_survey, report, survey
+    from trainyard.upgrade.text import render
+    from trainyard.whatif.stacks import load
+
+    if output not in ("text", "json"):
+        console.print(f"[red]error:[/] --output {output!r}: use text or json")
+        raise typer.Exit(2)
+    try:
+        target = kubeconfig or stack_deploy.stack_kubeconfig(stack)
+        config = load(read_stack_source(stack_deploy.stack_file(stack)))
+        catalog = load_catalog()
+    except (stack_deploy.StackError, TrainyardError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    from trainyard.capacity.live import connect
+
+    tenants = [t.as_catalog_tenant() for t in config.tenants if namespace in (None, t.namespace)]
+    try:
+        api = connect(target)
+        findings = survey(api, namespace)
+        moves, moved_jobs = catalog_survey(api, tenants, catalog, findings)
+    except (ApiError, OSError) as exc:
+        console.print(f"[red]error:[/] cannot examine the cluster of {target}: {exc}")
+        raise typer.Exit(2)
+    summary = report(findings, moves, moved_jobs)
+    if output == "json":
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(render(findings) + catalog_moves.render(moves, moved_jobs), nl=False)
+    if summary["summary"]["blocking"]:
+        raise typer.Exit(1)

@@ -106,9 +106,9 @@ def proportion_share(gpus: float, deserved_gpus: float, pods: int, requested_pod
     pod asks for one `pods`, and a queue deserves every pod it requests (a cluster has far more pod slots than
     GPU jobs), so beside GPUs the share counts its allocated pods against its allocated and pending ones; a zero
     deserved counts as 1 once anything is allocated (`helpers.Share`)."""
-    def ratio(used: float, owed: float) -> float:
-        return used / owed if owed > 0 else (1.0 if used > 0 else 0.0)
-    return max(ratio(gpus, deserved_gpus), ratio(pods, requested_pods))
+    gpu_share = gpus / deserved_gpus if deserved_gpus > 0 else (1.0 if gpus > 0 else 0.0)
+    pod_share = pods / requested_pods if requested_pods > 0 else (1.0 if pods > 0 else 0.0)
+    return gpu_share if gpu_share > pod_share else pod_share
 
 
 def proportion_overused(gpus: float, deserved_gpus: float, pods: int, requested_pods: int) -> bool:
@@ -166,7 +166,15 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
     next_reclaim = 0.0
     prioritized = any(j.priority for j in trace)
     quiet = policy.reserve_after_s is None and policy.reclaim_after_s is None
+    by_proportion = policy.queue_plugin == "proportion"
     t, end = 0.0, 0.0
+    deserved: dict[str, float] = {}
+    requested_pods: dict[str, int] = {}
+
+    def share(queue: str) -> float:  # the cycle's deserved and requested pods, as rebound below
+        if by_proportion:
+            return proportion_share(allocated[queue], deserved[queue], pods_allocated[queue], requested_pods[queue])
+        return allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf")
 
     def release(key: int) -> _Pod:
         pod = live.pop(key)
@@ -237,21 +245,18 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                         state.held_by[node] = eviction.gang[1]
             pending = [j for j in jobs if not j.placed and j.ready_at <= t]
         by_queue: dict[str, list[_Job]] = {}
+        pending_gpus: dict[str, int] = {}
+        requested_pods = dict(pods_allocated)
         for job in pending:
-            by_queue.setdefault(job.trace.tenant, []).append(job)
+            queue = job.trace.tenant
+            by_queue.setdefault(queue, []).append(job)
+            pending_gpus[queue] = pending_gpus.get(queue, 0) + job.trace.gpus
+            requested_pods[queue] = requested_pods.get(queue, 0) + job.trace.pods
         if prioritized:
             for queued in by_queue.values():
                 queued.sort(key=lambda j: -j.trace.priority)  # stable: arrival order within a priority
         placed_any = False
-        pending_gpus = {q: sum(j.trace.gpus for j in js) for q, js in by_queue.items()}
         deserved = _deserved(policy, weights, capacity, allocated, pending_gpus)
-        requested_pods = {q: pods_allocated[q] + sum(j.trace.pods for j in js) for q, js in by_queue.items()}
-
-        def share(queue: str) -> float:
-            if policy.queue_plugin != "proportion":
-                return allocated[queue] / deserved[queue] if deserved[queue] > 0 else float("inf")
-            return proportion_share(allocated[queue], deserved[queue], pods_allocated[queue], requested_pods[queue])
-
         order = [(share(q), q) for q in by_queue]
         heapq.heapify(order)
         cursor = {q: 0 for q in by_queue}
