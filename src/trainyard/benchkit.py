@@ -147,9 +147,14 @@ class ChildrenWatch:
             return sum(1 for key in keys if key in self.both)
 
 
+RESULTS_DIR = "bench/results"
+"""Where `trainyard bench run` writes each bench's results file (relative to the repository)."""
+
+
 def run_record(argv: list[str]) -> dict:
     """What every results file says about its run: the command line, the commit (with `+dirty` when the tree has
-    uncommitted changes), the UTC time and the machine (cores, 1-minute load average when it began)."""
+    uncommitted changes: other results files, written by the benches run before in the same `bench run`, do not
+    count), the UTC time and the machine (cores, 1-minute load average when it began)."""
     import datetime as dt
     import os
     import subprocess
@@ -161,7 +166,8 @@ def run_record(argv: list[str]) -> dict:
             return ""
 
     commit = git("rev-parse", "HEAD") or "unknown"
-    return {"command": " ".join(argv), "commit": commit + ("+dirty" if git("status", "--porcelain", "-uno") else ""),
+    dirty = git("status", "--porcelain", "-uno", "--", ".", f":(exclude){RESULTS_DIR}")
+    return {"command": " ".join(argv), "commit": commit + ("+dirty" if dirty else ""),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": {"cores": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2)}}
 

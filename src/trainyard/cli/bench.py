@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from trainyard.benchkit import RESULTS_DIR
 from trainyard.benchmarks import docs as bench_docs
 from trainyard.benchmarks.aggregate import FigureMissing, missed_targets
 from trainyard.benchmarks.registry import BENCHES, bench_named
@@ -18,7 +19,7 @@ from trainyard.paths import repo_root
 bench_app = typer.Typer(help="The benchmarks behind every published figure: list, rerun, regenerate the docs.",
                         no_args_is_help=True)
 
-RESULTS = Path("bench/results")
+RESULTS = Path(RESULTS_DIR)
 QUICK_RESULTS = Path("bench/out/quick")
 
 

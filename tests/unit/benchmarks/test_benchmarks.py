@@ -134,3 +134,26 @@ def test_the_page_judges_every_run_against_the_target_declared_now():
     stored = {"values": [-5.42, -3.9, -4.0], "met": True}
     assert D.target_words(figure, stored) == "within ±5.0 points: **missed**"
 
+
+
+def test_a_run_is_dirty_for_changed_code_not_for_results_files_written_before_it(tmp_path, monkeypatch):
+    """`trainyard bench run a b`: b's run starts after a's results file was written; that file is an output, not
+    something b's figures depend on."""
+    import subprocess
+
+    from trainyard.benchkit import RESULTS_DIR, run_record
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / RESULTS_DIR).mkdir(parents=True)
+    (tmp_path / RESULTS_DIR / "a.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / RESULTS_DIR / "a.json").write_text('{"figures": {}}')
+    assert not run_record(["b"])["commit"].endswith("+dirty")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert run_record(["b"])["commit"].endswith("+dirty")
