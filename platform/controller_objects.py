@@ -51,6 +51,10 @@ def controller_cluster_rules() -> list[dict]:
     ]
 
 
+METRICS_READER = "trainyard-metrics-reader"
+"""The ClusterRole a Prometheus' ServiceAccount is bound to, to scrape a controller whose /metrics has auth on."""
+
+
 def _meta(name: str, namespace: str | None = None) -> dict:
     meta = {"name": name, "labels": dict(PART_OF)}
     if namespace:
@@ -63,8 +67,10 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": spec.namespace}]
     rbac = "rbac.authorization.k8s.io/v1"
     rules = controller_cluster_rules()
-    if spec.trainjob_status:  # the status server asks the API server about callers' tokens
+    if spec.trainjob_status or spec.metrics.auth:  # the status server and /metrics ask about callers' tokens
         rules.append({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]})
+    if spec.metrics.auth:  # and /metrics whether the caller may get it
+        rules.append({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]})
     if spec.stalled_log_after_minutes:  # the stall watch reads a stalled job's last log line
         rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
     if spec.prometheus_url or spec.stalled_after_minutes or spec.stalled_log_after_minutes:
@@ -74,7 +80,9 @@ def render_controller_rbac(spec: ControllerSpec) -> list[dict]:
         rules.append({"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["patch"]})
     if spec.prometheus_url:  # the budget loop closes or opens the tenant's queue
         rules.append({"apiGroups": ["bus.volcano.sh"], "resources": ["commands"], "verbs": ["create"]})
-    return [
+    reader = [{"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(METRICS_READER),
+               "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}] if spec.metrics.auth else []
+    return reader + [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, spec.namespace)},
         {"apiVersion": rbac, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": rules},
         {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": _meta(NAME),
@@ -123,6 +131,10 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
     args = ["trainyard", "controller", "run", f"--lease-namespace={spec.namespace}",
             f"--metrics-address=0.0.0.0:{spec.metrics_port}", "--health-address=0.0.0.0:8081",
             f"--webhook-address=0.0.0.0:{spec.webhook_port}", "--cert-dir=/certs"]
+    if spec.metrics.secure_serving:
+        args.append("--metrics-secure")
+    if spec.metrics.auth:
+        args.append("--metrics-auth")
     ports = [{"name": "metrics", "containerPort": spec.metrics_port}, {"name": "webhook", "containerPort": spec.webhook_port}]
     if spec.feature_gates:
         args.append(f"--feature-gates={spec.feature_gates}")

@@ -31,6 +31,7 @@ from trainyard.platform.stack_model import (  # noqa: F401  (re-exported: compon
     TenantSpec,
     UpstreamSpec,
     WebhookSpec,
+    MetricsSpec,
 )
 from trainyard.platform.stack_reader import Reader, entry_labels
 from trainyard.queues.hypernodes import RackSpec, TopologySpec
@@ -137,7 +138,8 @@ def _scheduler(r: Reader, values: Mapping[str, Any]) -> SchedulerSettings:
 
 def _controller(r: Reader, values: Mapping[str, Any]) -> ControllerSpec:
     controller = Section(r, ControllerSpec, values.get("controller"), f"{NAMESPACE}:controller")
-    return ControllerSpec(**controller.scalars(), webhook=WebhookSpec(**controller.child("webhook", WebhookSpec).scalars()))
+    return ControllerSpec(**controller.scalars(), webhook=WebhookSpec(**controller.child("webhook", WebhookSpec).scalars()),
+                          metrics=MetricsSpec(**controller.child("metrics", MetricsSpec).scalars()))
 
 
 def _section(r: Reader, values: Mapping[str, Any], key: str, cls: type, required: bool = False) -> Any:

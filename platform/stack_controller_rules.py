@@ -66,6 +66,9 @@ def check_controller(config: StackConfig) -> list[ConfigProblem]:
         out.append(ConfigProblem(config.file, f"{base}.webhook.failurePolicy", f"{ctl.webhook.failure_policy!r}",
                                  "use Fail or Ignore"))
     out += check_webhook_certificate(config)
+    if ctl.metrics.auth and not ctl.metrics.secure_serving:
+        out.append(ConfigProblem(config.file, f"{base}.metrics.auth", "auth needs secureServing: a scraper's bearer "
+                                 "token must not cross the network in clear", "set controller.metrics.secureServing: true"))
     if not config.controllers_run_locally and not (config.kubeconfig or config.kube_context):
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:kubeContext", "no kubeconfig or context for this stack",
                                  "set trainyard:kubeconfig and/or trainyard:kubeContext (no ambient kubeconfig is used)"))

@@ -203,6 +203,17 @@ WEBHOOK_CERTIFICATE_SOURCES = {
 
 
 @dataclass(frozen=True)
+class MetricsSpec:
+    """The in-cluster controller's /metrics, as Kubeflow Trainer v2.4 serves its own (kubeflow/trainer#3912)."""
+
+    secure_serving: bool = True
+    """HTTPS with the webhook's serving certificate (the Service `trainyard-controller-metrics`, port 8080)."""
+    auth: bool = False
+    """Answer only callers the API server authenticates and lets `get` the URL /metrics (bind them to the
+    ClusterRole `trainyard-metrics-reader`); needs secureServing."""
+
+
+@dataclass(frozen=True)
 class ControllerSpec:
     namespace: str = "trainyard-system"
     """Namespace of the controller's Deployment, Service and lease."""
@@ -236,6 +247,8 @@ class ControllerSpec:
     Refusals that cannot pass (Pod Security, LimitRange, an unknown ServiceAccount) fail the TrainJob at once."""
     webhook: WebhookSpec = WebhookSpec()
     """How the API server reaches the admission webhook."""
+    metrics: MetricsSpec = MetricsSpec()
+    """How /metrics is served (in-cluster controllers; the local cluster's serve plain HTTP on loopback)."""
     metrics_port: int = field(default=8080, metadata=DERIVED)
     webhook_port: int = field(default=9443, metadata=DERIVED)
     status_port: int = field(default=10443, metadata=DERIVED)

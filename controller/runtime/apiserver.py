@@ -7,7 +7,7 @@ Everything else in the controller works on plain dicts; this module only moves t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Any, Iterator, Mapping, Protocol
 
 import orjson
 
@@ -263,11 +263,21 @@ class ApiServer:
         answer = self._call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review) or {}
         return str(K.mapping(K.mapping(answer.get("status")).get("userInfo")).get("username") or "")
 
-    def token_review(self, token: str, audience: str) -> dict:
-        """The API server's verdict on a bearer token for one audience (TokenReview status)."""
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                  "spec": {"token": token, "audiences": [audience]}}
+    def token_review(self, token: str, audience: str | None = None) -> dict:
+        """The API server's verdict on a bearer token, for one audience or the API server's own (TokenReview
+        status)."""
+        spec: dict = {"token": token, **({"audiences": [audience]} if audience else {})}
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         return self._call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=review).get("status") or {}
+
+    def may_get_path(self, user: Mapping[str, Any], path: str) -> bool:
+        """Whether an authenticated user (a TokenReview's userInfo) may `get` a non-resource URL
+        (SubjectAccessReview)."""
+        spec = {"user": user.get("username", ""), "groups": user.get("groups") or [], "uid": user.get("uid", ""),
+                "extra": user.get("extra") or {}, "nonResourceAttributes": {"path": path, "verb": "get"}}
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        answer = self._call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review) or {}
+        return bool(K.mapping(answer.get("status")).get("allowed"))
 
     def apply_status(self, obj: dict, field_manager: str) -> dict:
         """Server-side apply to the status subresource under its own field manager."""

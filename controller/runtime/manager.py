@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from trainyard import k8s as K
 
@@ -30,6 +30,7 @@ from .apiserver import COSCHEDULING_PODGROUP, FAILED_CREATE_EVENTS, RESOURCES, A
 from .cache import CachedReads, Store
 from .informer import LISTED, Informer
 from .leader import LeaderElector
+from .metrics_server import METRICS_PATH, serve_metrics
 from .reconciler import owner_trainjob, reconcile
 from .transport import ApiError
 from .workqueue import ADMITTED_PRIORITY, LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
@@ -61,6 +62,8 @@ class Settings:
     resync_seconds: int = 300
     status_server: StatusServerConfig | None = None  # feature gate TrainJobStatus
     gang_start_timeout: float = 0.0  # seconds; see reconciler.release_gang
+    metrics_cert_dir: str | None = None  # /metrics over HTTPS with this serving pair (metrics_server.py)
+    metrics_auth: bool = False  # /metrics only to callers allowed to get it (TokenReview, SubjectAccessReview)
 
 
 def snapshot_seal_key(api: ApiServer, namespace: str) -> bytes:
@@ -265,8 +268,10 @@ class Manager:
         self.queue.shutdown()
 
     def _start_servers(self) -> None:
-        host, port = self.settings.metrics_address.rsplit(":", 1)
-        start_http_server(int(port), addr=host, registry=self.metrics.registry)
+        api = self.api
+        serve_metrics(self.metrics.registry, self.settings.metrics_address, self.settings.metrics_cert_dir,
+                      api.token_review if self.settings.metrics_auth else None,
+                      (lambda user: api.may_get_path(user, METRICS_PATH)) if self.settings.metrics_auth else None)
         manager = self
 
         class Health(BaseHTTPRequestHandler):

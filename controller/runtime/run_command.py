@@ -52,6 +52,10 @@ class RunOptions:
     leader_elect: bool = True
     lease_namespace: str = "trainyard-system"
     metrics_address: str = "127.0.0.1:8080"
+    metrics_secure: bool = False
+    """/metrics over HTTPS with --cert-dir's pair (Kubeflow Trainer v2.4's metrics.secureServing)."""
+    metrics_auth: bool = False
+    """/metrics only to callers the API server lets get it (v2.4's metrics.auth.enabled); needs metrics_secure."""
     health_address: str = "127.0.0.1:8081"
     webhook_address: str | None = None
     cert_dir: str | None = None
@@ -86,6 +90,10 @@ def check_options(options: RunOptions) -> dict[str, bool]:
                          "API server's webhook client certificate)")
     if options.webhook_address and not options.cert_dir:
         raise UsageError("--webhook-address needs --cert-dir with tls.crt and tls.key")
+    if options.metrics_secure and not options.cert_dir:
+        raise UsageError("--metrics-secure needs --cert-dir with tls.crt and tls.key (the webhook's serving pair)")
+    if options.metrics_auth and not options.metrics_secure:
+        raise UsageError("--metrics-auth needs --metrics-secure: a bearer token must not cross the network in clear")
     return gates
 
 
@@ -112,7 +120,9 @@ def run(options: RunOptions) -> None:
     manager = Manager(api, Settings(workers=options.workers, leader_elect=options.leader_elect,
                                     lease_namespace=options.lease_namespace,
                                     metrics_address=options.metrics_address, health_address=options.health_address,
-                                    status_server=status_server, gang_start_timeout=options.gang_start_timeout))
+                                    status_server=status_server, gang_start_timeout=options.gang_start_timeout,
+                                    metrics_cert_dir=options.cert_dir if options.metrics_secure else None,
+                                    metrics_auth=options.metrics_auth))
     if options.webhook_address and options.cert_dir:
         from .webhook_server import serve_webhooks
 

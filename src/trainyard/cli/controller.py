@@ -31,6 +31,11 @@ def run_command(
     leader_elect: bool = typer.Option(DEFAULTS.leader_elect, "--leader-elect/--no-leader-elect"),
     lease_namespace: str = typer.Option(DEFAULTS.lease_namespace, help="Namespace of the leader-election Lease."),
     metrics_address: str = typer.Option(DEFAULTS.metrics_address, help="host:port of the Prometheus endpoint."),
+    metrics_secure: bool = typer.Option(DEFAULTS.metrics_secure, "--metrics-secure/--no-metrics-secure",
+                                        help="Serve /metrics over HTTPS with --cert-dir's pair."),
+    metrics_auth: bool = typer.Option(DEFAULTS.metrics_auth, "--metrics-auth/--no-metrics-auth",
+                                      help="Answer /metrics only to callers the API server authenticates and lets "
+                                      "get the URL /metrics (needs --metrics-secure)."),
     health_address: str = typer.Option(DEFAULTS.health_address, help="host:port of /healthz and /readyz."),
     webhook_address: Optional[str] = typer.Option(None, help="host:port to serve admission webhooks on (HTTPS)."),
     cert_dir: Optional[str] = typer.Option(None, help="Directory with tls.crt and tls.key for the webhook server."),
@@ -77,6 +82,7 @@ def run_command(
     """Run the controller until SIGTERM."""
     options = RunOptions(kubeconfig=kubeconfig, workers=workers, leader_elect=leader_elect,
                          lease_namespace=lease_namespace, metrics_address=metrics_address,
+                         metrics_secure=metrics_secure, metrics_auth=metrics_auth,
                          health_address=health_address, webhook_address=webhook_address, cert_dir=cert_dir,
                          webhook_client_ca=webhook_client_ca,
                          feature_gates=feature_gates, status_address=status_address, status_url=status_url,

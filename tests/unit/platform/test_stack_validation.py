@@ -95,6 +95,8 @@ CASES = [
      "use one of none, deserved, final-share, fair-sharing"),
     ("reclaim without elastic queues", ("controller", "reclaim"), "fair-sharing", "trainyard:controller.reclaim",
      "set trainyard:scheduler.queuePlugin: capacity"),
+    ("metrics auth over plain HTTP", ("controller", "metrics"), {"secureServing": False, "auth": True},
+     "trainyard:controller.metrics.auth", "set controller.metrics.secureServing: true"),
 ]
 
 

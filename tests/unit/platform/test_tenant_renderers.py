@@ -7,7 +7,7 @@ from trainyard.platform import tenant_objects as objs
 from trainyard.platform.policy_pack.checks import tenant_coverage_violations, wildcard_violations
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
 from trainyard.platform.queue_guard import QUEUE_ANNOTATION, render_queue_guard_binding, render_queue_guard_policy
-from trainyard.platform.stack_config import ControllerSpec, PolicySpec, WebhookSpec
+from trainyard.platform.stack_config import ControllerSpec, MetricsSpec, PolicySpec, WebhookSpec
 from trainyard.platform.stack_validation import load_stack
 from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cluster_role, wildcard_rules
 
@@ -231,3 +231,22 @@ def test_only_the_controller_or_an_admin_may_change_a_trainjobs_podgroup_schedul
                      "object.?status.orValue({}) == oldObject.?status.orValue({})", "g == 'system:masters'"):
         assert fragment in status_rule["expression"], fragment
     assert "written by Volcano only" in status_rule["messageExpression"]
+
+
+@pytest.mark.parametrize("metrics, flags, reviews", [
+    (MetricsSpec(), ["--metrics-secure"], set()),
+    (MetricsSpec(secure_serving=False), [], set()),
+    (MetricsSpec(auth=True), ["--metrics-secure", "--metrics-auth"], {"tokenreviews", "subjectaccessreviews"}),
+])
+def test_metrics_are_served_as_upstream_v2_4_with_the_reviews_and_reader_role_auth_needs(metrics, flags, reviews):
+    spec = ControllerSpec(metrics=metrics)
+    command = ctl.render_controller_deployment(spec)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert [a for a in command if a in ("--metrics-secure", "--metrics-auth")] == flags
+    objects = ctl.render_controller_rbac(spec)
+    controller_role = next(o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == ctl.NAME)
+    granted = {r for rule in controller_role["rules"] for r in rule["resources"]} & {"tokenreviews", "subjectaccessreviews"}
+    assert granted == reviews
+    readers = [o for o in objects if o["metadata"]["name"] == ctl.METRICS_READER]
+    assert readers == ([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                         "metadata": {"name": ctl.METRICS_READER, "labels": ctl.PART_OF},
+                         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}] if metrics.auth else [])
