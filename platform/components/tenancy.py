@@ -17,8 +17,9 @@ from trainyard.platform.tokens import type_token
 
 
 # A changed runtime is replaced, not updated in place: pulumi-kubernetes 4.25 sends an empty policy
-# object such as `mlPolicy.torch: {}` as null on update, which the CRD rightly rejects. Replacing is
-# safe for users: every TrainJob builds from its own runtime snapshot, never from the live runtime.
+# object such as `mlPolicy.torch: {}` as null on update, which the CRD rightly rejects. Replacing keeps every
+# TrainJob's work: each builds from its own runtime snapshot, never from the live runtime; only while a runtime is
+# deleted and not yet created again does the TrainJob webhook refuse a create, suspend or resume naming it.
 RUNTIME_UPDATE: dict[str, Any] = {"replace_on_changes": ["spec"], "delete_before_replace": True}
 
 

@@ -20,8 +20,9 @@ def shortened(message: str) -> str:
 
 def render(findings: Sequence[JobFinding]) -> str:
     counted = summary(list(findings))
-    lines = [f"{counted['trainjobs']} TrainJobs: " + (", ".join(f"{n} {v}" for v, n in counted["verdicts"].items())
-                                                      or "none")]
+    finished = sum(1 for f in findings if f.state == FINISHED)
+    lines = [f"{counted['trainjobs']} TrainJobs" + (f" ({finished} finished)" if finished else "") + ": "
+             + (", ".join(f"{n} {v}" for v, n in counted["verdicts"].items()) or "none")]
     notable = [f for f in findings if f.state != FINISHED]
     if notable:
         width = max(len(f"{f.namespace}/{f.name}") for f in notable)
