@@ -157,8 +157,9 @@ def allocation_while_saturated(line: Timeline, capacity: int) -> tuple[float | N
 
 def goodput_while_saturated(line: Timeline, pods: Iterable[PodRecord], capacity: int) -> float | None:
     """Allocation without the lost work: time-averaged GPUs held by pods whose work was kept (they succeeded, or
-    still run at the end) / capacity, while demand >= capacity. A pod evicted and rerun from the start held GPUs
-    that allocation counts and goodput does not."""
+    still run at the end, or were evicted: up to their job's last checkpoint) / capacity, while demand >= capacity.
+    A pod evicted and rerun from its last checkpoint (from the start without one) held GPUs that allocation counts
+    and goodput does not."""
     import numpy as np
 
     mask = saturated(line, capacity)
@@ -166,9 +167,15 @@ def goodput_while_saturated(line: Timeline, pods: Iterable[PodRecord], capacity:
         return None
     kept = np.zeros_like(line.t)
     for pod in pods:
-        if pod.bound is not None and (pod.succeeded or pod.ended is None):
+        if pod.bound is None:
+            continue
+        if pod.succeeded or pod.ended is None:
             stop = pod.ended if pod.ended is not None else np.inf
-            kept += pod.gpus * ((line.t >= pod.bound) & (line.t < stop))
+        elif pod.kept_s > 0:
+            stop = pod.bound + pod.kept_s
+        else:
+            continue
+        kept += pod.gpus * ((line.t >= pod.bound) & (line.t < stop))
     return float(kept[mask].mean() / capacity)
 
 

@@ -33,6 +33,8 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
         "goodput_while_saturated": None if goodput is None else round(goodput, 4),
         "saturated_s": round(contended, 1),
         "evicted_share": evicted_share(pods),
+        "lost_share": lost_share(pods),
+        "lost_per_eviction": lost_per_eviction(pods),
         "idle_points_by_cause": M.idle_breakdown(trace, grouped, submitted, line, capacity, weights),
         "partial_gangs": partial,
         "partial_gang_count": len(partial),
@@ -47,10 +49,32 @@ def summarize(trace: Sequence[TraceJob], pods: Sequence[M.PodRecord], submitted:
 
 def evicted_share(pods: Sequence[M.PodRecord]) -> float:
     """Of every GPU-second held, the share held by pods that ended without succeeding (evicted to make room,
-    then run again from the start): allocation counts that work, this says how much of it was lost."""
+    then run again from their job's last checkpoint, or from the start): `lost_share` is the part of it lost."""
     spans = [(p.gpus * (p.ended - p.bound), p.succeeded) for p in pods if p.bound is not None and p.ended is not None]
     total = sum(span for span, _ in spans)
     return round(sum(span for span, ok in spans if not ok) / total, 4) if total else 0.0
+
+
+def lost_share(pods: Sequence[M.PodRecord]) -> float:
+    """Of every GPU-second held, the share whose work was thrown away: evicted pods' time after their job's last
+    checkpoint (all of it without one)."""
+    spans = [(p.gpus * (p.ended - p.bound), p.gpus * min(p.kept_s, p.ended - p.bound), p.succeeded)
+             for p in pods if p.bound is not None and p.ended is not None]
+    total = sum(span for span, _, _ in spans)
+    return round(sum(span - kept for span, kept, ok in spans if not ok) / total, 4) if total else 0.0
+
+
+def lost_per_eviction(pods: Sequence[M.PodRecord]) -> dict[str, float | int]:
+    """Each eviction (a job's pods ended together without succeeding): the GPU-seconds it threw away, their count,
+    mean and largest."""
+    lost: dict[tuple[str, float], float] = {}
+    for p in pods:
+        if p.bound is not None and p.ended is not None and not p.succeeded:
+            key = (p.job, p.ended)
+            lost[key] = lost.get(key, 0.0) + p.gpus * max(0.0, p.ended - p.bound - p.kept_s)
+    values = list(lost.values())
+    return {"evictions": len(values), "mean_gpu_s": round(sum(values) / len(values), 1) if values else 0.0,
+            "max_gpu_s": round(max(values), 1) if values else 0.0}
 
 
 def _rounded(values: np.ndarray) -> list[float]:

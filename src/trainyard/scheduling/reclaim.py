@@ -49,11 +49,15 @@ class RunningJob:
     """GPUs its bound pods hold, all nodes together."""
     nodes: frozenset[str]
     ran_s: float = 0.0
-    """How long it has held its GPUs: evicting it loses `gpus x ran_s` of work (no checkpoint assumed)."""
+    """How long it has held its GPUs."""
+    saved_s: float = 0.0
+    """Of `ran_s`, the seconds its last checkpoint kept (0: it saved none, or reports none)."""
 
     @property
     def lost_work(self) -> float:
-        return float(self.gpus) * self.ran_s
+        """GPU-seconds an eviction now throws away: everything since its last checkpoint (since its start without
+        one)."""
+        return float(self.gpus) * max(0.0, self.ran_s - self.saved_s)
 
 
 @dataclass(frozen=True)
@@ -126,9 +130,9 @@ def cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequenc
                       allocated: Mapping[str, Fraction], deserved: Mapping[str, Fraction],
                       protected: frozenset[JobKey] = frozenset(), rule: str = DESERVED) -> Eviction | None:
     """The allowed domain whose `pods` cheapest nodes free up for the fewest evicted GPUs, then the least work
-    lost (ties: domain name), under the first of `rule`'s guards that frees one. A node counts when it already
-    has room for one pod, or when every job on it may be evicted (none `protected`); the victims of one queue
-    together must leave it what the guard asks."""
+    lost (what each victim's last checkpoint did not keep; ties: domain name), under the first of `rule`'s guards
+    that frees one. A node counts when it already has room for one pod, or when every job on it may be evicted
+    (none `protected`); the victims of one queue together must leave it what the guard asks."""
     for guard in guards(rule, gang, allocated, deserved):
         eviction = _cheapest_eviction(nodes, gang, running, allocated, deserved, protected, guard)
         if eviction is not None:
@@ -161,7 +165,10 @@ def _cheapest_eviction(nodes: Sequence[Node], gang: WaitingGang, running: Sequen
     for domain, options in sorted(domains.items()):
         if len(options) < gang.pods:
             continue
-        chosen = sorted(options, key=lambda o: (o[0], sum(by_key[k].lost_work for k in o[2]), o[1]))[:gang.pods]
+        # fewest GPUs, then least work lost; then the nodes of the same victims together (a job over two nodes
+        # frees both for one eviction), then by name
+        chosen = sorted(options, key=lambda o: (o[0], sum(by_key[k].lost_work for k in o[2]), sorted(o[2]),
+                                                o[1]))[:gang.pods]
         victims = frozenset().union(*(keys for _, _, keys in chosen))
         if not _queues_keep_their_share(victims, by_key, allocated, deserved, guard):
             continue

@@ -14,3 +14,5 @@ class PodRecord:
     bound: float | None = None
     ended: float | None = None
     succeeded: bool = False
+    kept_s: float = 0.0
+    """For a pod that ended without succeeding (evicted): seconds of its run its job's last checkpoint kept."""

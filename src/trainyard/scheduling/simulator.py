@@ -34,7 +34,7 @@ from trainyard.scheduling.reservation import Reservation, WaitingGang, plan
 from trainyard.scheduling.fairness import fair_deserved, water_fill, weight_shares
 from trainyard.scheduling.pod_binding import ModelNode, NodeUse, Topology, free_gpus, place
 from trainyard.scheduling.records import PodRecord
-from trainyard.scheduling.trace import TraceJob
+from trainyard.scheduling.trace import TraceJob, saved_work
 
 RECLAIMER_EVICT_LATENCY_S, RECLAIMER_RESUME_LAG_S = 1.0, 2.0
 """`capacity.reclaimer`'s protocol on the local cluster, as the model replays it: victims' pods go about 1 s after
@@ -89,6 +89,8 @@ class _Job:
     ready_at: float
     placed: bool = False
     placed_at: float = 0.0
+    done: float = 0.0
+    """Seconds of its work its checkpoints kept through evictions: a run after one does only the rest."""
 
 
 def _deserved(policy: ModelPolicy, weights: Mapping[str, float], capacity: int, allocated: Mapping[str, int],
@@ -224,19 +226,23 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                             state.held_by[node] = None
             while len(inflight) < policy.reclaim_inflight:
                 running = {k: p for k, p in live.items() if by_name[p.job].placed}  # not victims on their way out
-                eviction = _reclaim(state, pending, running, allocated, weights, policy, capacity, t, inflight, evicted)
+                eviction = _reclaim(state, pending, running, allocated, weights, policy, capacity, t, inflight, evicted,
+                                    by_name)
                 if eviction is None:
                     break
                 victims = tuple(name for _, name in eviction.victims)
                 gone = t + policy.evict_latency_s
                 for name in victims:
-                    for key in [k for k, pod in live.items() if pod.job == name]:
+                    keys = [k for k, pod in live.items() if pod.job == name]
+                    kept = saved_work(by_name[name].trace, gone - min(live[k].bound for k in keys)) if keys else 0.0
+                    for key in keys:
                         if policy.evict_latency_s > 0:
                             heapq.heappush(ends, (gone, key))
                             pod = live[key]
                         else:
                             pod = release(key)
-                        records[pod.record] = replace(records[pod.record], ended=gone, succeeded=False)
+                        records[pod.record] = replace(records[pod.record], ended=gone, succeeded=False, kept_s=kept)
+                    by_name[name].done += kept
                     by_name[name].placed, by_name[name].ready_at = False, float("inf")  # suspended
                 evicted.update(victims)
                 inflight.append(_Flight(eviction.gang[1], victims, frozenset(eviction.nodes), t))
@@ -288,13 +294,14 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                 allocated[queue] += job.trace.gpus
                 pods_allocated[queue] += job.trace.pods
                 bound = t + policy.bind_latency_s
+                finish = bound + max(0.0, job.trace.duration - job.done)
                 for node in chosen:
                     key = len(records)
                     records.append(PodRecord(job=job.trace.name, gpus=job.trace.gpus_per_pod, node=node, bound=bound,
-                                             ended=bound + job.trace.duration, succeeded=True))
+                                             ended=finish, succeeded=True))
                     live[key] = _Pod(node, job.trace.gpus_per_pod, queue, job.trace.name, key, bound)
-                    heapq.heappush(ends, (bound + job.trace.duration, key))
-                    end = max(end, bound + job.trace.duration)
+                    heapq.heappush(ends, (finish, key))
+                    end = max(end, finish)
                 if reservation is not None and reservation.gang[1] == job.trace.name:
                     reservation = None
                     state.held_by = dict.fromkeys(state.held_by)
@@ -321,14 +328,15 @@ def _next_cycle(t: float, cycle_s: float, jobs: Sequence[_Job], ends: Sequence[t
 
 def _reclaim(state: NodeUse, pending: Sequence[_Job], live: Mapping[int, _Pod], allocated: Mapping[str, int],
              weights: Mapping[str, float], policy: ModelPolicy, capacity: int, t: float, inflight: Sequence[_Flight],
-             evicted: set[str]) -> reclaim.Eviction | None:
+             evicted: set[str], jobs: Mapping[str, _Job]) -> reclaim.Eviction | None:
     """trainyard's gang-aware reclaim (`scheduling.reclaim.plan`) on the model's state; nodes and gangs of
-    evictions in flight are left out."""
+    evictions in flight are left out; each running job's work at stake is what its last checkpoint did not keep."""
     held: dict[str, tuple[str, int, set[str], float]] = {}
     for pod in live.values():
         queue, gpus, nodes, since = held.get(pod.job, (pod.queue, 0, set(), t))
         held[pod.job] = (queue, gpus + pod.gpus, nodes | {pod.node}, min(since, pod.bound))
-    running = [RunningJob(("", name), queue, Fraction(gpus), frozenset(nodes), t - since)
+    running = [RunningJob(("", name), queue, Fraction(gpus), frozenset(nodes), t - since,
+                          saved_work(jobs[name].trace, t - since))
                for name, (queue, gpus, nodes, since) in held.items()]
     busy = frozenset().union(*(f.nodes for f in inflight)) if inflight else frozenset()
     served = {f.gang for f in inflight}

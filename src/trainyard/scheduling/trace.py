@@ -49,6 +49,8 @@ class TraceJob:
     """The PriorityClass the TrainJob names (None: its tenant's default)."""
     priority: int = 0
     """That class's value, as a stack resolves it: Volcano's `priority` plugin serves a queue's jobs highest first."""
+    checkpoint_every: float | None = None
+    """Seconds of work between the checkpoints it saves (None: none; evicted, it starts again from the start)."""
 
     @property
     def gpus(self) -> int:
@@ -111,6 +113,26 @@ def generate(seed: int, jobs: int, capacity_gpus: int, tenants: tuple[Tenant, ..
         if index:
             arrival += gap / total * window
         out.append(TraceJob(f"j{index:04d}", tenant, round(arrival, 2), duration, pods, gpus, tier))
+    return out
+
+
+def saved_work(job: TraceJob, ran_s: float) -> float:
+    """Seconds of a run of `ran_s` the job's last checkpoint kept (what an eviction then does not lose)."""
+    if not job.checkpoint_every or job.checkpoint_every <= 0 or ran_s <= 0:
+        return 0.0
+    return math.floor(ran_s / job.checkpoint_every + 1e-9) * job.checkpoint_every
+
+
+def with_checkpoints(trace: list[TraceJob], seed: int, intervals: tuple[float, ...] = (30.0, 60.0, 120.0),
+                     without: float = 0.25) -> list[TraceJob]:
+    """The trace with a checkpoint interval per job: a share `without` saves none, the others one of `intervals`
+    (seconds of work). Drawn from a stream of its own, so the trace's other draws stay what they were."""
+    rng = random.Random(f"{seed}:checkpoints")
+    out = []
+    for job in trace:
+        every = None if rng.random() < without else rng.choice(intervals)
+        out.append(TraceJob(job.name, job.tenant, job.arrival, job.duration, job.pods, job.gpus_per_pod, job.tier,
+                            job.priority_class, job.priority, every))
     return out
 
 

@@ -2,7 +2,8 @@
 
 A trace file is JSON, `{"jobs": [...]}`, each job in the schedtrace shape with camelCase keys:
 `name`, `tenant`, `arrival` and `duration` (seconds), `pods`, `gpusPerPod`, `tier` (1 rack, 2 spine, or null)
-and optionally `priorityClass`. `trace_document` writes the same shape (`whatif --save-trace FILE`), so a generated
+and optionally `priorityClass` and `checkpointEvery` (seconds of work between the job's checkpoints: evicted, it
+resumes from its last one; null or absent: it saves none). `trace_document` writes the same shape (`whatif --save-trace FILE`), so a generated
 trace can be saved, edited and replayed again. Reading checks every field and names the bad one with its fix.
 """
 
@@ -74,7 +75,7 @@ def _sized(job: TraceJob, current: Scenario, most_gpus: int) -> TraceJob:
 _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "name": (str, True), "tenant": (str, True), "arrival": ((int, float), True), "duration": ((int, float), True),
     "pods": (int, True), "gpusPerPod": (int, True), "tier": ((int, type(None)), False),
-    "priorityClass": ((str, type(None)), False)}
+    "priorityClass": ((str, type(None)), False), "checkpointEvery": ((int, float, type(None)), False)}
 
 
 def parse_trace(document: Any, file: str) -> list[TraceJob]:
@@ -114,6 +115,10 @@ def parse_trace(document: Any, file: str) -> list[TraceJob]:
             if entry[key] < least or (key == "duration" and entry[key] <= 0):
                 bad(f"{where}.{key}", f"{entry[key]} is out of range", f"use {fix}")
                 fine = False
+        if entry.get("checkpointEvery") is not None and entry["checkpointEvery"] <= 0:
+            bad(f"{where}.checkpointEvery", f"{entry['checkpointEvery']} is out of range",
+                "use seconds of work between checkpoints (more than 0), or null for a job that saves none")
+            fine = False
         if entry.get("tier") not in (None, RACK_TIER, SPINE_TIER):
             bad(f"{where}.tier", f"{entry['tier']} is not a tier", f"use {RACK_TIER} (rack), {SPINE_TIER} (spine) or null")
             fine = False
@@ -124,7 +129,9 @@ def parse_trace(document: Any, file: str) -> list[TraceJob]:
         if fine:
             out.append(TraceJob(entry["name"], entry["tenant"], float(entry["arrival"]), float(entry["duration"]),
                                 entry["pods"], entry["gpusPerPod"], entry.get("tier") if entry["pods"] > 1 else None,
-                                priority_class=entry.get("priorityClass")))
+                                priority_class=entry.get("priorityClass"),
+                                checkpoint_every=None if entry.get("checkpointEvery") is None
+                                else float(entry["checkpointEvery"])))
     if problems:
         raise TraceError(problems, heading=f"{file}: not a trace the what-if can replay")
     return sorted(out, key=lambda j: (j.arrival, j.name))
@@ -157,6 +164,8 @@ def trace_document(trace: Sequence[TraceJob]) -> dict[str, list[dict[str, Any]]]
                                  "tier": job.tier}
         if job.priority_class:
             entry["priorityClass"] = job.priority_class
+        if job.checkpoint_every is not None:
+            entry["checkpointEvery"] = job.checkpoint_every
         jobs.append(entry)
     return {"jobs": jobs}
 

@@ -55,6 +55,8 @@ GOOD = {"name": "j1", "tenant": "team-a", "arrival": 0, "duration": 60, "pods": 
     ({k: v for k, v in GOOD.items() if k != "tenant"}, "jobs[0].tenant", "add tenant"),
     ({**GOOD, "gpus": 8}, "jobs[0].gpus", "use only name, tenant"),
     ("j1", "jobs[0]", "write each job as an object"),
+    ({**GOOD, "checkpointEvery": 0}, "jobs[0].checkpointEvery", "more than 0"),
+    ({**GOOD, "checkpointEvery": "1m"}, "jobs[0].checkpointEvery", "a whole number or a number or null"),
 ])
 def test_a_bad_trace_names_the_field_and_the_fix(job, field, fix):
     with pytest.raises(TraceError) as err:
