@@ -69,13 +69,13 @@ def existing_objects(api: ApiView, trainjob: dict, snapshot: dict | None, runtim
     refs = [ref for refs in framework.run(plugins, "owned_objects", trainjob, document) for ref in refs]
     found = [snapshot] if snapshot is not None else []
     for ref in dict.fromkeys(refs):
-        obj = _get_typed(api, resource_for(ref.kind, ref.api_version), ref.name, trainjob["metadata"]["namespace"])
+        obj = get_typed(api, resource_for(ref.kind, ref.api_version), ref.name, trainjob["metadata"]["namespace"])
         if obj is not None:
             found.append(obj)
     return found
 
 
-def _get_typed(api: ApiView, resource: Resource, name: str, namespace: str | None) -> dict | None:
+def get_typed(api: ApiView, resource: Resource, name: str, namespace: str | None) -> dict | None:
     obj = api.get(resource, name, namespace)
     if obj is not None:
         obj.setdefault("apiVersion", resource.api_version)
@@ -113,10 +113,10 @@ def reconcile(api: ApiView, namespace: str, name: str, status_server: StatusServ
         return None
     trainjob.setdefault("apiVersion", K.TRAINER_API_VERSION)
     trainjob.setdefault("kind", C.TRAINJOB_KIND)
-    snapshot = _get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
+    snapshot = get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
     has_snapshot = snapshot is not None
     runtime = None if has_snapshot else fetch_runtime(api, trainjob)
-    namespace_objects = _namespace(api, namespace)
+    namespace_objects = namespace_objects_of(api, namespace)
     existing = existing_objects(api, trainjob, snapshot, runtime, plugins, next(iter(namespace_objects), None))
     applied: list[str] = []
     failure: failures.Failure | None = None
@@ -222,11 +222,11 @@ def _runtime_missing(trainjob: dict, runtime: dict | None, has_snapshot: bool) -
     return runtime is None and not has_snapshot and group == K.TRAINER_GROUP and kind in C.RUNTIME_KINDS
 
 
-def _namespace(api: ApiView, namespace: str) -> list[dict]:
+def namespace_objects_of(api: ApiView, namespace: str) -> list[dict]:
     """The TrainJob's Namespace (tenant queue, default priority class); none when it cannot be read,
     e.g. a controller deployed without the right to get namespaces: then nothing is defaulted."""
     try:
-        found = _get_typed(api, RESOURCES["Namespace"], namespace, None)
+        found = get_typed(api, RESOURCES["Namespace"], namespace, None)
     except ApiError as exc:
         if exc.status != 403:
             raise

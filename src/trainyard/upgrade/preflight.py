@@ -25,7 +25,7 @@ from trainyard.controller.plugins import REGISTRY
 from trainyard.controller.plugins.framework import StatusServerConfig
 from trainyard.controller.plugins.trainjobstatus import CA_FILE, ENV_URL, status_path, tls_config_map_name
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer
-from trainyard.controller.runtime.reconciler import _get_typed, _namespace, existing_objects, fetch_runtime
+from trainyard.controller.runtime.reconciler import existing_objects, fetch_runtime, get_typed, namespace_objects_of
 from trainyard.controller.snapshot import runtime_key, snapshot_name
 from trainyard.controller.status import is_finished
 from trainyard.toolchain.flux_templates import read_flux_templates
@@ -56,14 +56,14 @@ def examine(api: ApiServer, trainjob: dict, plugins: Sequence[ModuleType] = REGI
     namespace, name = trainjob["metadata"]["namespace"], trainjob["metadata"]["name"]
     jobset = api.get(RESOURCES["JobSet"], name, namespace)
     state = job_state(is_finished(trainjob), jobset)
-    snapshot = _get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
+    snapshot = get_typed(api, RESOURCES["ConfigMap"], snapshot_name(trainjob), namespace)
     kind, _ = runtime_key(trainjob)
     runtime_words = f"{kind}/{K.mapping(trainjob['spec'].get('runtimeRef')).get('name', '')}"
     pinned, paused = snapshot is not None, bool(K.mapping(trainjob.get("spec")).get("suspend"))
     if state == FINISHED:
         return finding(namespace, name, state, runtime_words, snapshot=pinned, suspended=paused)
     runtime = None if snapshot is not None else fetch_runtime(api, trainjob)
-    namespace_objects = _namespace(api, namespace)
+    namespace_objects = namespace_objects_of(api, namespace)
     existing = existing_objects(api, trainjob, snapshot, runtime, plugins, next(iter(namespace_objects), None))
     as_built = trainjob
     if state == RUNNING:  # the pipeline leaves a running JobSet out: build what its resume would apply
@@ -104,7 +104,6 @@ def _env_value(jobset: dict, env_name: str) -> str | None:
                 if env.get("name") == env_name and isinstance(env.get("value"), str):
                     return env["value"]
     return None
-
 
 
 def catalog_survey(api: ApiServer, tenants: Sequence[CatalogTenant], catalog: Catalog,
