@@ -156,26 +156,22 @@ def preflight(
     flight; what the operator must do first. Writes nothing; exit 1 when a TrainJob needs the operator."""
     from trainyard.controller.runtime.transport import ApiError
     from trainyard.errors import TrainyardError
-    from trainyard.platform.stack_source import read_stack_source
-    from trainyard.runtimes import load_catalog
     from trainyard.upgrade import catalog_moves
-    from trainyard.upgrade.preflight import catalog_survey, report, survey
+    from trainyard.upgrade.preflight import catalog_survey, report, stack_tenants, survey
     from trainyard.upgrade.text import render
-    from trainyard.whatif.stacks import load
 
     if output not in ("text", "json"):
         console.print(f"[red]error:[/] --output {output!r}: use text or json")
         raise typer.Exit(2)
     try:
         target = kubeconfig or stack_deploy.stack_kubeconfig(stack)
-        config = load(read_stack_source(stack_deploy.stack_file(stack)))
-        catalog = load_catalog()
+        tenants, catalog = stack_tenants(stack_deploy.stack_file(stack))
     except (stack_deploy.StackError, TrainyardError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     from trainyard.capacity.live import connect
 
-    tenants = [t.as_catalog_tenant() for t in config.tenants if namespace in (None, t.namespace)]
+    tenants = [t for t in tenants if namespace in (None, t.namespace)]
     try:
         api = connect(target)
         findings = survey(api, namespace)

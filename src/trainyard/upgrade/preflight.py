@@ -97,9 +97,8 @@ def status_server_of(api: ApiServer, jobset: dict | None, trainjob: dict) -> Sta
 
 
 def _env_value(jobset: dict, env_name: str) -> str | None:
-    for job in K.mapping(jobset.get("spec")).get("replicatedJobs") or []:
-        pod = K.mapping(K.mapping(K.mapping(K.mapping(job.get("template")).get("spec")).get("template")).get("spec"))
-        for container in pod.get("containers") or []:
+    for job in K.jobset_jobs(jobset.get("spec")):
+        for container in K.job_containers(job):
             for env in container.get("env") or []:
                 if env.get("name") == env_name and isinstance(env.get("value"), str):
                     return env["value"]
@@ -150,21 +149,28 @@ def report(findings: Sequence[JobFinding], moves: Sequence[CatalogMove] = (),
             "catalog": {"moves": [asdict(m) for m in moves], "trainjobs": [m.as_dict() for m in job_moves_found]}}
 
 
+def stack_tenants(stack_path: Path) -> tuple[list[CatalogTenant], Catalog]:
+    """The stack file's tenants as the catalog renders them, and the catalog (raises what `platform validate`
+    reports for a bad stack or catalog)."""
+    from trainyard.platform.stack_source import read_stack_source
+    from trainyard.runtimes import load_catalog
+    from trainyard.whatif.stacks import load
+
+    config = load(read_stack_source(stack_path))
+    return [t.as_catalog_tenant() for t in config.tenants], load_catalog()
+
+
 def catalog_preview(stack_path: Path, kubeconfig: str) -> str:
     """For `platform preview`: the tenants the stack file moves to another catalog release, against the cluster (the
     runtimes that change, what happens to their TrainJobs in flight); a line saying why when it cannot be read."""
     from trainyard.capacity.live import connect
     from trainyard.controller.runtime.transport import ApiError
     from trainyard.errors import TrainyardError
-    from trainyard.platform.stack_source import read_stack_source
-    from trainyard.runtimes import load_catalog
     from trainyard.upgrade import catalog_moves
-    from trainyard.whatif.stacks import load
 
     try:
-        config = load(read_stack_source(stack_path))
-        moves, jobs = catalog_survey(connect(kubeconfig), [t.as_catalog_tenant() for t in config.tenants],
-                                     load_catalog())
+        tenants, catalog = stack_tenants(stack_path)
+        moves, jobs = catalog_survey(connect(kubeconfig), tenants, catalog)
     except (TrainyardError, ApiError, OSError, ValueError) as exc:
         return f"catalog moves not checked against the cluster: {exc}"
     return catalog_moves.render(moves, jobs)
