@@ -13,7 +13,8 @@ from typing import Union
 
 from trainyard import __version__
 from trainyard.queues.hypernodes import TopologySpec
-from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, DEFAULT_MAX_GRACE_SECONDS
+from trainyard.tenant_policy import (DEFAULT_CHECKPOINT_GRACE_SECONDS, DEFAULT_GANG_START_TIMEOUT_SECONDS,
+                                     DEFAULT_MAX_GRACE_SECONDS)
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
@@ -86,6 +87,9 @@ class TenantLimits:
     max_termination_grace_period_seconds: int = DEFAULT_MAX_GRACE_SECONDS
     """The longest terminationGracePeriodSeconds a TrainJob's pods may ask: a suspended (stalled, reclaimed, over
     budget) job whose trainer ignores SIGTERM keeps its GPUs that long."""
+    checkpoint_grace_seconds: int = DEFAULT_CHECKPOINT_GRACE_SECONDS
+    """How long reclaim waits for a TrainJob it asked to save a checkpoint (one that reports checkpoints) before it
+    suspends it anyway: the waiting gang waits that much longer at most."""
 
 
 @dataclass(frozen=True)

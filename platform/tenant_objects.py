@@ -35,6 +35,8 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
     if tenant.limits.max_termination_grace_period_seconds != TenantLimits.max_termination_grace_period_seconds:
         out[K.NAMESPACE_MAX_GRACE_ANNOTATION] = str(tenant.limits.max_termination_grace_period_seconds)
+    if limits.checkpoint_grace_seconds != TenantLimits.checkpoint_grace_seconds:
+        out[K.NAMESPACE_CHECKPOINT_GRACE_ANNOTATION] = str(limits.checkpoint_grace_seconds)
     if tenant.service_accounts:
         out[K.NAMESPACE_SERVICE_ACCOUNTS_ANNOTATION] = ",".join(tenant.service_accounts)
     if tenant.default_priority_class:

@@ -115,7 +115,10 @@ def run(options: RunOptions) -> None:
 
         status_server = StatusServerConfig(base_url=options.status_url,
                                            ca_pem=(Path(options.cert_dir) / "ca.crt").read_text())
-        serve_status(StatusServer(api.token_review, lambda body: api.apply_status(body, FIELD_MANAGER)),
+        from .apiserver import RESOURCES
+
+        serve_status(StatusServer(api.token_review, lambda body: api.apply_status(body, FIELD_MANAGER),
+                                  read_trainjob=lambda namespace, name: api.get(RESOURCES["TrainJob"], name, namespace)),
                      options.status_address, options.cert_dir)
     manager = Manager(api, Settings(workers=options.workers, leader_elect=options.leader_elect,
                                     lease_namespace=options.lease_namespace,

@@ -34,6 +34,10 @@ log = logging.getLogger("trainyard.status")
 MAX_BODY_BYTES = 1 << 16
 FIELD_MANAGER = "trainer-status"
 _PATH = re.compile(rf"^/apis/{re.escape(TRAINER_API_VERSION)}/namespaces/([^/]+)/{TRAINJOBS}/([^/]+)/status$")
+CHECKPOINT_REQUEST_PATH = "/trainyard/v1/namespaces/{namespace}/trainjobs/{name}/checkpoint-request"
+"""trainyard's addition (GET, the same token): whether reclaim asked the TrainJob to save a checkpoint
+(`scheduling.checkpoints`); the training image's `trainyard_checkpoint` polls it."""
+_CHECKPOINT_PATH = re.compile(r"^/trainyard/v1/namespaces/([^/]+)/trainjobs/([^/]+)/checkpoint-request$")
 _SERVICE_ACCOUNT = re.compile(r"^system:serviceaccount:([^:]+):[^:]+$")
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -53,6 +57,25 @@ def route(method: str, path: str) -> tuple[str, str] | None | str:
     if match is None:
         return None
     return (match.group(1), match.group(2)) if method == "POST" else "method"
+
+
+def checkpoint_route(method: str, path: str) -> tuple[str, str] | None | str:
+    """(namespace, name) for a GET of the checkpoint-request endpoint, "method" for another method, else None."""
+    match = _CHECKPOINT_PATH.match(path.split("?", 1)[0])
+    if match is None:
+        return None
+    return (match.group(1), match.group(2)) if method == "GET" else "method"
+
+
+def checkpoint_request(trainjob: dict | None) -> dict:
+    """The answer to a checkpoint-request GET: whether one is asked, since when and for which gang."""
+    text = (((trainjob or {}).get("metadata") or {}).get("annotations") or {}).get(K.CHECKPOINT_REQUESTED_ANNOTATION)
+    try:
+        gang, at = str(text).split(" ", 1)
+        since = dt.datetime.fromtimestamp(float(at), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return {"requested": False}
+    return {"requested": True, "requestedAt": since, "forGang": gang}
 
 
 def bearer_token(header: str | None) -> str:
@@ -135,13 +158,16 @@ class StatusServer:
     """HTTP handling on top of two API calls: `review(token, audience)` and `apply_status(body)`."""
 
     def __init__(self, review: Callable[[str, str], dict], apply_status: Callable[[dict], dict],
-                 clock: Callable[[], str] = now_time):
+                 clock: Callable[[], str] = now_time, read_trainjob: Callable[[str, str], dict | None] | None = None):
+        """`read_trainjob(namespace, name)`: the TrainJob (None: gone); without it, checkpoint requests are 404."""
         self.review = review
         self.apply_status = apply_status
         self.clock = clock
+        self.read_trainjob = read_trainjob
 
     def handle(self, method: str, path: str, headers: dict, read_body: Callable[[int], bytes]) -> tuple[int, dict | str]:
-        target = route(method, path)
+        asked = checkpoint_route(method, path) if self.read_trainjob is not None else None
+        target = route(method, path) if asked is None else asked
         if target is None:
             return 404, failure("Not found", "NotFound", 404)
         if isinstance(target, str):
@@ -150,15 +176,11 @@ class StatusServer:
         length = int(headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             return 413, failure("Payload too large", "RequestEntityTooLarge", 413)
-        token = bearer_token(headers.get("Authorization"))
-        audience = token_audience(namespace, name)
-        try:
-            allowed = bool(token) and review_allows(self.review(token, audience), namespace, audience)
-        except Exception as exc:  # the review itself failed: not the caller's fault
-            log.warning(json.dumps({"msg": "token review failed", "error": str(exc)[:300]}))
-            return 500, failure("Internal error", "InternalError", 500)
-        if not allowed:
-            return 403, failure("Forbidden", "Forbidden", 403)
+        refused = self.refusal(headers, namespace, name)
+        if refused is not None:
+            return refused
+        if asked is not None:
+            return self.checkpoint_answer(namespace, name)
         try:
             update = parse_update(read_body(length))
         except InvalidPayload:
@@ -171,6 +193,28 @@ class StatusServer:
         except ApiError as exc:
             return _api_failure(exc)
         return 200, update
+
+    def refusal(self, headers: dict, namespace: str, name: str) -> tuple[int, dict] | None:
+        """None when the caller's token is valid for this TrainJob's audience and namespace, else the answer."""
+        token = bearer_token(headers.get("Authorization"))
+        audience = token_audience(namespace, name)
+        try:
+            allowed = bool(token) and review_allows(self.review(token, audience), namespace, audience)
+        except Exception as exc:  # the review itself failed: not the caller's fault
+            log.warning(json.dumps({"msg": "token review failed", "error": str(exc)[:300]}))
+            return 500, failure("Internal error", "InternalError", 500)
+        return None if allowed else (403, failure("Forbidden", "Forbidden", 403))
+
+    def checkpoint_answer(self, namespace: str, name: str) -> tuple[int, dict]:
+        assert self.read_trainjob is not None
+        try:
+            trainjob = self.read_trainjob(namespace, name)
+        except ApiError as exc:
+            log.warning(json.dumps({"msg": "reading the TrainJob failed", "code": exc.status}))
+            return 500, failure("Internal error", "InternalError", 500)
+        if trainjob is None:
+            return 404, failure("Train job not found", "NotFound", 404)
+        return 200, checkpoint_request(trainjob)
 
 
 def _api_failure(exc: ApiError) -> tuple[int, dict]:

@@ -26,6 +26,8 @@ RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
 DEFAULT_GANG_START_TIMEOUT_SECONDS = 120
 # The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask unless its stack entry says otherwise.
 DEFAULT_MAX_GRACE_SECONDS = 300
+# How long reclaim waits for a checkpoint it asked a tenant's TrainJob for (`scheduling.checkpoints`).
+DEFAULT_CHECKPOINT_GRACE_SECONDS = 60
 """What `controller.reclaim`, `trainyard controller run --reclaim` and `cluster up --reclaim` accept."""
 
 

@@ -24,6 +24,7 @@ SPEC = ClusterSpec(name="trainyard-trace-test", nodes=8, racks=4, spines=2, time
                    port_base=int(os.environ.get("TRAINYARD_TRACE_TEST_PORT_BASE", "29700")),
                    feature_gates="TrainJobStatus=false", monitoring=False)
 CAPACITY = SPEC.nodes * SPEC.gpus_per_node
+GRACE = 8
 
 
 def reserved_nodes(replay) -> list[str]:
@@ -40,7 +41,8 @@ def reclaimed_leftovers(api) -> list[str]:
     from trainyard.capacity import live
 
     return [t["metadata"]["name"] for t in live.list_items(api, live.TRAINJOBS)
-            if K.RECLAIMED_FOR_ANNOTATION in (t["metadata"].get("annotations") or {}) or t["spec"].get("suspend")]
+            if {K.RECLAIMED_FOR_ANNOTATION, K.CHECKPOINT_REQUESTED_ANNOTATION} & set(t["metadata"].get("annotations") or {})
+            or t["spec"].get("suspend")]
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +195,93 @@ def test_gang_aware_reclaim_suspends_whole_trainjobs_of_the_lender_and_resumes_t
     for name in {j.name for j in lender} - victims:
         assert len(pods[name]) == 1 and pods[name][0].succeeded
     assert M.partial_gangs([gang], pods, 1.0, record.end) == []
+    assert reclaimed_leftovers(api) == []
+    assert reserved_nodes(replay) == []
+    replay.clean()
+
+
+def test_reclaim_asks_victims_that_checkpoint_first_and_takes_those_that_lose_least(replay):
+    """The lender's TrainJobs on one rack report checkpoints (as `trainyard_checkpoint` does, through trainerStatus);
+    the others report none. Reclaim takes that rack for the waiting gang (the least work lost) and asks its two
+    jobs to save first: the one that saves is suspended once its fresh checkpoint is reported, the one that ignores
+    the ask when its tenant's grace period (8 s here) ends. Each gets a `Reclaimed` Event naming the gang, the
+    checkpoint it resumes from and the work lost; nothing stays asked, suspended or tainted afterwards."""
+    from trainyard import k8s as K
+    from trainyard.capacity import live
+    from trainyard.capacity.reclaimer import Reclaimer
+    from trainyard.controller.runtime.status_server import FIELD_MANAGER, status_apply_body
+    from trainyard.queues.scheduler_config import SchedulerSettings
+    from trainyard.scheduling.trace import TraceJob
+    from trainyard.timestamps import format_epoch
+
+    heavy, light = DEFAULT_TENANTS[0].name, DEFAULT_TENANTS[1].name
+    lender = [TraceJob(f"l{i}", light, 0.0, 60.0, 1, 8, None) for i in range(SPEC.nodes)]
+    gang = TraceJob("g", heavy, 8.0, 5.0, 2, 8, 1)
+    replay.use_scheduler_settings(SchedulerSettings(profile="gang", queue_plugin="capacity"))
+    api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
+    api.merge_patch(live.NAMESPACES, light, {"metadata": {"annotations": {K.NAMESPACE_CHECKPOINT_GRACE_ANNOTATION: str(GRACE)}}})
+    saving: dict[str, str] = {}  # TrainJob -> "saves" or "ignores"
+    asked_at: dict[str, float] = {}
+    stop = threading.Event()
+
+    def report(name: str, step: int) -> None:
+        now = format_epoch(time.time())
+        api.apply_status(status_apply_body(light, name, {"trainerStatus": {"metrics": [
+            {"name": K.CHECKPOINT_STEP_METRIC, "value": str(step)}, {"name": K.CHECKPOINT_TIME_METRIC, "value": now}],
+            "lastUpdatedTime": now}}), FIELD_MANAGER)
+
+    def trainers() -> None:  # the lenders' training processes
+        while not stop.wait(0.3):
+            if not saving:
+                nodes = {n["metadata"]["name"]: n["metadata"]["labels"][K.RACK_LABEL] for n in live.list_items(api, live.NODES)}
+                on = {p["spec"]["nodeName"]: p["metadata"]["annotations"][K.VOLCANO_GROUP_ANNOTATION]
+                      for p in live.list_items(api, live.PODS, light) if p["spec"].get("nodeName")}
+                if len(on) == len(lender):
+                    rack = min(nodes[n] for n in on)
+                    first, second = sorted(job for node, job in on.items() if nodes[node] == rack)
+                    saving.update({first: "saves", second: "ignores"})
+                    for name in saving:
+                        report(name, 10)
+            for trainjob in live.list_items(api, live.TRAINJOBS, light):
+                name = trainjob["metadata"]["name"]
+                if K.CHECKPOINT_REQUESTED_ANNOTATION in (trainjob["metadata"].get("annotations") or {}) \
+                        and name not in asked_at:
+                    asked_at[name] = time.time()
+                    if saving.get(name) == "saves":  # a step to finish and the save: a second
+                        threading.Timer(1.0, report, (name, 11)).start()
+
+    thread = threading.Thread(target=trainers, daemon=True)
+    thread.start()
+    reclaimer = Reclaimer(api, after_s=2.0, period=0.5, rule="fair-sharing", holds=True).start()
+    try:
+        record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=300)
+    finally:
+        history = reclaimer.finish()
+        stop.set()
+        thread.join()
+        api.merge_patch(live.NAMESPACES, light, {"metadata": {"annotations": {K.NAMESPACE_CHECKPOINT_GRACE_ANNOTATION: None}}})
+        replay.use_scheduler_settings(SchedulerSettings())
+    assert not record.refused and not record.unfinished, (record.refused, record.unfinished)
+    assert [e.gang for _, e in history] == [(heavy, "g")], history
+    victims = sorted(name for _, name in history[0][1].victims)
+    assert victims == sorted(saving), (victims, saving)  # the rack whose jobs lose least
+    assert sorted(asked_at) == victims
+    pods = M.by_job(record.pods.values())
+    gone = {name: min(p.ended for p in pods[name] if not p.succeeded) for name in victims}
+    saver, ignorer = (next(n for n, how in saving.items() if how == kind) for kind in ("saves", "ignores"))
+    asked = {name: at - record.started_epoch for name, at in asked_at.items()}  # the records' time base
+    assert asked[saver] + 1.0 <= gone[saver] <= asked[saver] + 4.0, (gone, asked)
+    # the ask's time is kept to the second, and these processes see it up to a poll (0.3 s) late
+    assert gone[ignorer] >= min(asked.values()) + GRACE - 1.5, (gone, asked)
+    events = {e["involvedObject"]["name"]: e["message"] for e in live.list_items(api, live.EVENTS, light)
+              if e.get("reason") == "Reclaimed"}
+    assert "after it saved the checkpoint it was asked for" in events[saver] and "step 11" in events[saver], events
+    assert "grace period ended" in events[ignorer] and "step 10" in events[ignorer], events
+    assert all(f"gang {heavy}/g" in events[name] for name in victims)
+    assert 0 < reclaimer.lost_gpu_seconds[light] < 8 * 30, reclaimer.lost_gpu_seconds  # not the minute since start
+    for name in victims:
+        first, *rest = sorted(pods[name], key=lambda p: p.bound)
+        assert not first.succeeded and rest and rest[-1].succeeded
     assert reclaimed_leftovers(api) == []
     assert reserved_nodes(replay) == []
     replay.clean()

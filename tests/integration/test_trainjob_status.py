@@ -89,3 +89,49 @@ def test_training_code_reports_progress_with_the_sdk(cluster, runtime, tmp_path,
     assert missing.status_code == 404 and missing.json()["message"] == "Train job not found"
     assert post(token.read_text(), update).status_code == 200
     assert get(cluster, "trainjobs", "tj", ns)["status"]["trainerStatus"]["progressPercentage"] == 50
+
+
+def test_the_checkpoint_helper_reads_asks_and_reports_checkpoints_through_the_status_server(cluster, runtime, tmp_path):  # noqa: F811
+    """The training image's `trainyard_checkpoint` against the controller's real status server, with the pod's env,
+    CA and token: no ask until reclaim annotates the TrainJob, then `due` says save; its report lands in
+    trainerStatus, where reclaim reads the checkpoint (`scheduling.checkpoints`); another TrainJob's token is
+    refused."""
+    import datetime as dt
+
+    from trainyard.scheduling.checkpoints import ask_outcome, last_checkpoint, SAVED, WAIT
+    from trainyard.scheduling.reclaim import reclaimed_note
+    from checkpoint_helper import helper
+
+    ns = cluster.namespace("ckpt")
+    create(cluster, new_trainjob("tj", runtime, namespace=ns, suspend=True, nodes=1, per_node=EIGHT_GPUS))
+    env, audience = _pod_view(cluster.wait(lambda: jobset(cluster, "tj", ns), what="the JobSet"))
+    ca = tmp_path / "ca.crt"
+    ca.write_text(cluster.core.read_namespaced_config_map("tj-tls-config", ns).data["ca.crt"])
+    token = tmp_path / "token"
+    token.write_text(_token(cluster, ns, audience))
+    trainyard_checkpoint = helper()
+    server = trainyard_checkpoint.StatusServer({"KUBEFLOW_TRAINER_SERVER_URL": env["KUBEFLOW_TRAINER_SERVER_URL"],
+                                                "KUBEFLOW_TRAINER_SERVER_CA_CERT": str(ca),
+                                                "KUBEFLOW_TRAINER_SERVER_TOKEN": str(token)})
+    ckpt = trainyard_checkpoint.Checkpointer(directory=str(tmp_path / "ckpt"), every_steps=100, poll_s=0.0,
+                                            server=server, handle_sigterm=False)
+    assert server.asked() is False and ckpt.due(0) is False
+
+    asked_at = dt.datetime.now(dt.timezone.utc).timestamp() - 1
+    cluster.kubectl("annotate", "trainjob", "tj", "-n", ns, f"{k8s.CHECKPOINT_REQUESTED_ANNOTATION}="
+                    f"{reclaimed_note(('other-team', 'gang'), asked_at)}")
+    assert server.asked() is True
+    assert ckpt.due(1) is True and ckpt.asked and not ckpt.stopping
+    assert ckpt.due(2) is False  # asked once: saved once, then it trains on until suspended
+    assert ask_outcome(asked_at, last_checkpoint(get(cluster, "trainjobs", "tj", ns)), asked_at + 1, 60) == WAIT
+
+    server.report(trainyard_checkpoint.status_report(1, dt.datetime.now(dt.timezone.utc).timestamp(), progress=5))
+    reported = last_checkpoint(get(cluster, "trainjobs", "tj", ns))
+    assert reported is not None and reported.step == 1 and reported.at >= asked_at
+    assert ask_outcome(asked_at, reported, asked_at + 1, 60) == SAVED
+
+    other = trainyard_checkpoint.StatusServer({
+        "KUBEFLOW_TRAINER_SERVER_URL": env["KUBEFLOW_TRAINER_SERVER_URL"].replace("/trainjobs/tj/", "/trainjobs/ghost/"),
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": str(ca), "KUBEFLOW_TRAINER_SERVER_TOKEN": str(token)})
+    with pytest.raises(OSError, match="403"):  # this TrainJob's token names this TrainJob only
+        other.asked()

@@ -173,3 +173,23 @@ def test_the_api_server_presents_its_webhook_client_certificate_from_one_patch(r
     assert {p["name"] for p in admission["plugins"]} == {"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
     assert {p["configuration"]["kubeConfigFile"] for p in admission["plugins"]} == {"/w/kubeconfig.yaml"}
     assert kubeconfig["users"] == [{"name": "*", "user": {"client-certificate": "/w/c.crt", "client-key": "/w/c.key"}}]
+
+
+def test_real_pods_reach_the_status_server_on_the_bridge_and_its_certificate_names_it(tmp_path):
+    """trainerStatus from a real node's pod (the checkpoint helper) goes to the pod bridge's first address: the
+    controller listens there and its serving certificate is valid for it; without real nodes, loopback only."""
+    import ipaddress
+
+    from cryptography import x509
+
+    from trainyard.cluster.certs import write_serving_pair
+    from trainyard.cluster.real_node_spec import dns_address
+    from trainyard.cluster.spec import ClusterSpec, pod_reachable_addresses
+
+    assert pod_reachable_addresses(ClusterSpec()) == ()
+    assert pod_reachable_addresses(ClusterSpec(real_nodes=2)) == (dns_address(),)
+    write_serving_pair(tmp_path, ip_addresses=pod_reachable_addresses(ClusterSpec(real_nodes=2)))
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(names.get_values_for_type(x509.IPAddress)) == {ipaddress.ip_address("127.0.0.1"),
+                                                              ipaddress.ip_address(dns_address())}

@@ -40,8 +40,10 @@ def _new_ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certific
     return key, cert
 
 
-def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dns_names: tuple[str, ...] = ()) -> bytes:
-    """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1, localhost and `dns_names`) and return the CA PEM.
+def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dns_names: tuple[str, ...] = (),
+                       ip_addresses: tuple[str, ...] = ()) -> bytes:
+    """Write ca.crt, tls.crt and tls.key (valid for 127.0.0.1, localhost, `dns_names` and `ip_addresses`) and return
+    the CA PEM.
 
     Files already present are reused so restarts keep the caBundle registered in the cluster valid.
     """
@@ -58,7 +60,8 @@ def write_serving_pair(directory: Path, common_name: str = "trainyard-local", dn
         .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in ("localhost", *dns_names)]
-                                                   + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                                   + [x509.IPAddress(ipaddress.ip_address(a))
+                                                      for a in ("127.0.0.1", *ip_addresses)]),
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )

@@ -203,7 +203,7 @@ def up(spec: ClusterSpec, echo=print, controllers: bool = True, real_nodes: Real
        f"crd/{K.resource_name('hypernodes', K.VOLCANO_TOPOLOGY_GROUP)}")
     kc("create", "namespace", cluster_spec.VOLCANO_NAMESPACE)
 
-    ca_pem = certs.write_serving_pair(paths.certs)
+    ca_pem = certs.write_serving_pair(paths.certs, ip_addresses=cluster_spec.pod_reachable_addresses(spec))
     table = ProcessTable(paths.root)
     jobset_config = paths.root / "jobset-config.yaml"
     jobset_config.write_text(yaml.safe_dump(controller_configs.jobset_config(spec, paths.certs)))

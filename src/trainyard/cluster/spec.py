@@ -323,6 +323,13 @@ def merged_apiserver_patches(patches: list[dict], admission_config: Path | None)
     return out + [{"name": "kube-apiserver", "extraArgs": [flag]}]
 
 
+def pod_reachable_addresses(spec: ClusterSpec) -> tuple[str, ...]:
+    """Host addresses pods on real nodes reach (the pod bridge's first address), where the controller's status
+    server listens for them and which its serving certificate names; none without real nodes (kwok's pods post
+    nothing)."""
+    return (dns_address(),) if spec.real_nodes else ()
+
+
 def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | None) -> list[dict]:
     """With real nodes: kwok manages only the nodes annotated `kwok.x-k8s.io/node: fake` (by default it takes
     over every node, a real kubelet's too); the API server reaches kubelets by InternalIP (node names do not

@@ -18,7 +18,7 @@ import yaml
 from trainyard.cluster import certs, controller_configs
 from trainyard.cluster.state import ClusterError, ClusterPaths, kubectl, read_state
 from trainyard.cluster.processes import ProcessSpec, ProcessTable, pid_alive, port_in_use, wait_for_port
-from trainyard.cluster.spec import ClusterSpec
+from trainyard.cluster.spec import ClusterSpec, pod_reachable_addresses
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.k8s import TRAINER_GROUP
 from trainyard.toolchain.versions import tool
@@ -64,6 +64,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
     kc("apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(  # exists after a switch back
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "trainyard-system"}}))
     ports = spec.ports
+    status_host = next(iter(pod_reachable_addresses(spec)), "127.0.0.1")  # real pods post trainerStatus there
     table.start(ProcessSpec(PROCESS, [
         sys.executable, "-m", "trainyard.cli.controller", "run", "--kubeconfig", str(paths.kubeconfig),
         "--lease-namespace", "trainyard-system",
@@ -71,8 +72,8 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--health-address=127.0.0.1:{ports.port('controller_health')}",
         f"--webhook-address=127.0.0.1:{ports.port('controller_webhook')}", "--cert-dir", str(paths.certs),
         f"--webhook-client-ca={webhook_client_ca(paths)}",
-        f"--feature-gates={spec.feature_gates}", f"--status-address=127.0.0.1:{ports.port('controller_status')}",
-        f"--status-url=https://127.0.0.1:{ports.port('controller_status')}",
+        f"--feature-gates={spec.feature_gates}", f"--status-address={status_host}:{ports.port('controller_status')}",
+        f"--status-url=https://{status_host}:{ports.port('controller_status')}",
         f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
         f"--start-estimates-every={spec.start_estimates_every}", f"--stalled-after={spec.stalled_after}",
         f"--gang-start-timeout={spec.gang_start_timeout}",

@@ -3,7 +3,8 @@
 - `pause`: the pod sandbox, compiled from `build/pause/linux/pause.c` of the pinned Kubernetes module.
 - `training`: Debian (debootstrap from the apt mirror this machine is configured with) with Python, OpenMPI and
   an SSH server, torch installed from PyPI wheels whose hashes tools/images/training/requirements.txt pins,
-  and the project's small training scripts in /opt/trainyard/scripts.
+  and the project's small training scripts in /opt/trainyard/scripts (its modules, `trainyard_checkpoint`, in
+  the venv's site-packages).
 - `controller`: Debian with Python, the project's dependencies from the wheels tools/images/controller/
   requirements.txt pins by hash, the project's own wheel built from the files controller/Dockerfile copies,
   and upstream's Flux templates from the pinned Trainer module: what the Dockerfile builds, without an engine.
@@ -167,6 +168,8 @@ def _mpi_user(rootfs: Path, log: Path, env: dict[str, str]) -> None:
         os.chown(path, uid, uid)
 
 
+TRAINING_SITE_PACKAGES = f"/opt/venv/lib/python{PYTHON_TAG[0]}/site-packages"
+"""Where tools/images/training/site/ goes: modules any training process imports (`trainyard_checkpoint`)."""
 INITIALIZER_SCRIPT = "/opt/trainyard/scripts/initializer.py"
 """The training image's default command: the stand-in dataset/model initializer (the catalog's initializer
 containers name no command; every other container does)."""
@@ -179,12 +182,13 @@ def training_recipe() -> ImageRecipe:
     def build(rootfs: Path, log: Path) -> None:
         debootstrap(rootfs, TRAINING_PACKAGES, log)
         install_pinned_wheels(rootfs, base / "requirements.txt", log)
-        scripts = rootfs / "opt" / "trainyard"
+        places = {"scripts/": rootfs / "opt" / "trainyard", "site/": rootfs / TRAINING_SITE_PACKAGES.lstrip("/")}
         for relative, content in sources.items():
-            if relative.startswith("scripts/"):
-                target = scripts / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
+            for prefix, root in places.items():
+                if relative.startswith(prefix):
+                    target = root / (relative if prefix == "scripts/" else relative[len(prefix):])
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(content)
         _mpi_user(rootfs, log, CHROOT_ENV)
         drop_apt_caches(rootfs)
 

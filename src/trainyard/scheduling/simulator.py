@@ -81,6 +81,11 @@ class ModelPolicy:
     reclaim_rule: str = reclaim.DESERVED
     """Which gangs starve and which jobs may be evicted for them (`scheduling.reclaim.DESERVED`, `FINAL_SHARE`,
     `FAIR_SHARING`)."""
+    checkpoint_ask_s: float | None = None
+    """Reclaim asks victims that checkpoint (`checkpoint_every`) to save first (`scheduling.checkpoints`): seconds
+    from the ask until their checkpoint is reported; they are suspended a reclaim round after it and save again on
+    the SIGTERM (as the training image's helper does), so they lose nothing but hold their GPUs that long. None:
+    victims go at once, back to their last periodic checkpoint (a job that saves only every N steps)."""
 
 
 @dataclass
@@ -230,13 +235,21 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                                     by_name)
                 if eviction is None:
                     break
-                victims = tuple(name for _, name in eviction.victims)
-                gone = t + policy.evict_latency_s
-                for name in victims:
+                victims: tuple[str, ...] = ()
+                for _, name in eviction.victims:
                     keys = [k for k, pod in live.items() if pod.job == name]
-                    kept = saved_work(by_name[name].trace, gone - min(live[k].bound for k in keys)) if keys else 0.0
+                    asked = policy.checkpoint_ask_s is not None and bool(by_name[name].trace.checkpoint_every)
+                    gone = t + policy.evict_latency_s + (
+                        (policy.checkpoint_ask_s or 0.0) + policy.reclaim_period_s if asked else 0.0)
+                    if asked and keys and min(records[live[k].record].ended or 0.0 for k in keys) <= gone:
+                        continue  # it finishes while asked: the ask is withdrawn, nothing is taken
+                    victims += (name,)
+                    since = min(live[k].bound for k in keys) if keys else t
+                    kept = saved_work(by_name[name].trace, gone - since) if keys else 0.0
+                    if asked and keys:  # saved when asked, and again on the SIGTERM of its suspension
+                        kept = gone - since
                     for key in keys:
-                        if policy.evict_latency_s > 0:
+                        if gone > t:
                             heapq.heappush(ends, (gone, key))
                             pod = live[key]
                         else:

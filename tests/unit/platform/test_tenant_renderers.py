@@ -46,6 +46,28 @@ def test_namespace_without_priority_grants_has_only_the_default_limits(tenant):
     assert objs.render_namespace(plain, PolicySpec())["metadata"]["annotations"] == DEFAULT_LIMITS
 
 
+@pytest.mark.parametrize("grace, annotation", [(None, None), (60, None), (300, "300"), (0, "0")])
+def test_a_tenants_checkpoint_grace_reaches_its_namespace_for_reclaim(values, catalog, grace, annotation):
+    """`limits.checkpointGraceSeconds` (the default left off the namespace) is what reclaim waits for an asked
+    TrainJob of the tenant (`scheduling.checkpoints.grace_seconds`)."""
+    from trainyard import k8s as K
+    from trainyard.scheduling.checkpoints import DEFAULT_GRACE_SECONDS, grace_seconds
+
+    if grace is not None:
+        values["tenants"][0].setdefault("limits", {})["checkpointGraceSeconds"] = grace
+    namespace = objs.render_namespace(load_stack(values, file=FILE, catalog=catalog).tenants[0], PolicySpec())
+    assert namespace["metadata"]["annotations"].get(K.NAMESPACE_CHECKPOINT_GRACE_ANNOTATION) == annotation
+    assert grace_seconds(namespace) == (DEFAULT_GRACE_SECONDS if grace is None else grace)
+
+
+def test_a_negative_checkpoint_grace_is_refused_naming_the_field(values, catalog):
+    from trainyard.errors import TrainyardError
+
+    values["tenants"][0].setdefault("limits", {})["checkpointGraceSeconds"] = -5
+    with pytest.raises(TrainyardError, match="checkpointGraceSeconds"):
+        load_stack(values, file=FILE, catalog=catalog)
+
+
 def test_resource_quota(tenant):
     hard = objs.render_resource_quota(tenant)["spec"]["hard"]
     assert hard == {"requests.cpu": "96", "requests.memory": "512Gi", "requests.nvidia.com/gpu": "16",
