@@ -131,6 +131,9 @@ class _Flight:
     victims: tuple[str, ...]
     nodes: frozenset[str]
     since: float
+    gone: float = 0.0
+    """When the last victim's pods are gone (an asked victim holds its GPUs until it has saved): none is resumed
+    before, so a job never holds two placements at once."""
 
 
 @dataclass
@@ -224,7 +227,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                 gang = by_name[flight.gang]
                 if (gang.placed and t - gang.placed_at >= policy.resume_lag_s) or t - flight.since >= policy.resume_after_s:
                     for name in flight.victims:
-                        by_name[name].ready_at = t + policy.submit_latency_s
+                        by_name[name].ready_at = max(t, flight.gone) + policy.submit_latency_s
                     inflight.remove(flight)
                     for node in flight.nodes:
                         if state.held_by[node] == flight.gang:
@@ -236,6 +239,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                 if eviction is None:
                     break
                 victims: tuple[str, ...] = ()
+                last_gone = t
                 for _, name in eviction.victims:
                     keys = [k for k, pod in live.items() if pod.job == name]
                     asked = policy.checkpoint_ask_s is not None and bool(by_name[name].trace.checkpoint_every)
@@ -244,6 +248,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     if asked and keys and min(records[live[k].record].ended or 0.0 for k in keys) <= gone:
                         continue  # it finishes while asked: the ask is withdrawn, nothing is taken
                     victims += (name,)
+                    last_gone = max(last_gone, gone)
                     since = min(live[k].bound for k in keys) if keys else t
                     kept = saved_work(by_name[name].trace, gone - since) if keys else 0.0
                     if asked and keys:  # saved when asked, and again on the SIGTERM of its suspension
@@ -258,7 +263,7 @@ def simulate(trace: Sequence[TraceJob], nodes: Sequence[ModelNode], weights: Map
                     by_name[name].done += kept
                     by_name[name].placed, by_name[name].ready_at = False, float("inf")  # suspended
                 evicted.update(victims)
-                inflight.append(_Flight(eviction.gang[1], victims, frozenset(eviction.nodes), t))
+                inflight.append(_Flight(eviction.gang[1], victims, frozenset(eviction.nodes), t, last_gone))
                 if policy.reclaim_holds:
                     for node in eviction.nodes:
                         state.held_by[node] = eviction.gang[1]
