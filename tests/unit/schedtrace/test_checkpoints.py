@@ -29,13 +29,13 @@ def test_a_running_job_puts_at_stake_only_what_its_last_checkpoint_did_not_keep(
     assert RunningJob(("", "j"), "a", Fraction(8), frozenset({"n0"}), ran_s=95.0).lost_work == 760.0
 
 
-def reclaimed(every: float | None) -> list[M.PodRecord]:
+def reclaimed(every: float | None, ask_s: float | None = None) -> list[M.PodRecord]:
     """b's two jobs borrow a's half of the cluster; a's gang arrives and reclaim evicts one of them for it: the
     one that would lose less (`borrower` checkpoints every `every` seconds, `keeper` never)."""
     trace = [job("keeper", "b", 0.0, 300.0, pods=2), job("borrower", "b", 0.0, 200.0, pods=2, every=every),
              job("gang", "a", 45.0, 20.0, pods=2)]
     nodes = [ModelNode(f"n{i}", "rack-0", "spine-0", 8) for i in range(4)]
-    policy = ModelPolicy(queue_plugin="capacity", deserved={"a": 16, "b": 16}, reclaim_after_s=5.0)
+    policy = ModelPolicy(queue_plugin="capacity", deserved={"a": 16, "b": 16}, reclaim_after_s=5.0, checkpoint_ask_s=ask_s)
     _, pods, _ = simulate(trace, nodes, {"a": 1, "b": 1}, policy, seed=0)
     return pods
 
@@ -53,6 +53,20 @@ def test_an_evicted_job_resumes_from_its_last_checkpoint_and_loses_only_the_rest
     lost = lost_per_eviction(with_)
     assert lost["evictions"] == 1
     assert lost["max_gpu_s"] == pytest.approx(sum(p.gpus * (p.ended - p.bound - 30.0) for p in evicted))
+
+
+def test_an_asked_victim_saves_before_it_goes_and_loses_nothing_but_holds_its_gpus_meanwhile():
+    """Asked first, the checkpointing job goes 5 s (its save) plus a reclaim round after the ask, keeping all it did:
+    the rerun does only the rest, and it starts after the old pods are gone (never two placements at once)."""
+    asked, not_asked = reclaimed(30.0, ask_s=5.0), reclaimed(30.0)
+    evicted = [p for p in asked if p.job == "borrower" and not p.succeeded]
+    assert evicted and all(p.kept_s == pytest.approx(p.ended - p.bound) for p in evicted), evicted
+    first_gone = [p for p in not_asked if p.job == "borrower" and not p.succeeded][0].ended
+    assert evicted[0].ended == pytest.approx(first_gone + 5.0 + 1.0)  # the save, then the next reclaim round
+    rerun = [p for p in asked if p.job == "borrower" and p.succeeded]
+    assert rerun[0].bound >= evicted[0].ended
+    assert rerun[0].ended - rerun[0].bound == pytest.approx(200.0 - evicted[0].kept_s)
+    assert lost_share(asked) == 0.0 < lost_share(not_asked)
 
 
 def test_goodput_counts_an_evicted_pods_work_up_to_its_checkpoint():
