@@ -101,6 +101,9 @@ class Metrics:
                                  "a tenant gang whose JobSet waits suspended to the end of the reconcile that resumes "
                                  "it: the controller's share of an admitted gang's wait",
                                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300), registry=self.registry)
+        self.reclaim_lost = Counter("trainyard_reclaim_lost_gpu_seconds_total", "GPU-seconds of work the reclaim loop "
+                                    "threw away by suspending TrainJobs (since each one's last reported checkpoint), "
+                                    "by namespace", ["namespace"], registry=self.registry)
         self.relists = Counter("trainyard_informer_relists_total", "Full relists of a watched kind after the first, "
                                "by cause (expired: 410 Gone; resync: the periodic resync)", ["resource", "cause"],
                                registry=self.registry)

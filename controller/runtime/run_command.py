@@ -67,7 +67,8 @@ class RunOptions:
     kube_api_burst: int = UPSTREAM_BURST
     log_level: str = "info"
     gang_start_timeout: float = 0.0
-    companions: tuple[Callable[[Any, Callable[[], bool]], Any], ...] = ()
+    companions: tuple[Callable[[Any, Callable[[], bool], Any], Any], ...] = ()
+    """Loops beside the controller: each factory(api, leading, metrics) makes one (`metrics`: the manager's)."""
     """Loops run beside the manager, each made as `factory(api, leading)` (`leading()`: this replica holds the
     lease) and given `start()` and `halt()`: what the CLI adds from above this layer (start estimates, budgets,
     stalls). Their `api` answers plain lists and gets of the kinds the manager watches (TrainJobs, PodGroups,
@@ -134,7 +135,7 @@ def run(options: RunOptions) -> None:
     signal.signal(signal.SIGINT, lambda *_: manager.shutdown())
     elector = manager.elector
     leading = (lambda: True) if elector is None else elector.holds_lease
-    running = [factory(manager.admission_reads, leading).start() for factory in options.companions]
+    running = [factory(manager.admission_reads, leading, manager.metrics).start() for factory in options.companions]
     try:
         manager.run()
     finally:

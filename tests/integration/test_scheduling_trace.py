@@ -35,6 +35,16 @@ def reserved_nodes(replay) -> list[str]:
             if t.key == K.RESERVATION_TAINT]
 
 
+def controller_metric(name: str) -> dict[str, float]:
+    """Namespace -> value of a counter on the cluster's TrainJob controller's /metrics."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{SPEC.ports.port('controller_metrics')}/metrics", timeout=10) as page:
+        text = page.read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(rf'^{name}{{namespace="([^"]+)"}} (\S+)$', text, re.M)}
+
+
 def reclaimed_leftovers(api) -> list[str]:
     """TrainJobs still suspended or marked as reclaimed (none may be left after a run)."""
     from trainyard import k8s as K
@@ -352,6 +362,7 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
     starts there, and the victims rerun; nothing stays suspended or tainted. Restarted without it afterwards."""
     from trainyard.capacity import live
     from trainyard.cluster.trainer_controllers import restart_trainjob_controller
+    from trainyard.usage.prometheus import RECLAIM_LOST
     from trainyard.queues.scheduler_config import SchedulerSettings
     from trainyard.scheduling.trace import TraceJob
 
@@ -362,6 +373,7 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
     restart_trainjob_controller(SPEC.name, echo=lambda *_: None, reclaim="fair-sharing")
     try:
         record = replay.run(lender + [gang], "gang-capacity-reclaim", gang=True, direct=False, timeout=240)
+        lost_on_metrics = controller_metric(RECLAIM_LOST)
     finally:
         restart_trainjob_controller(SPEC.name, echo=lambda *_: None, reclaim="none")
         replay.use_scheduler_settings(SchedulerSettings())
@@ -379,4 +391,7 @@ def test_the_controller_reclaims_for_a_gang_when_the_cluster_asks_it_to(replay):
     api = live.connect(str(local.ClusterPaths.for_name(SPEC.name).kubeconfig))
     assert reclaimed_leftovers(api) == []
     assert reserved_nodes(replay) == []
+    # the work thrown away is on the controller's /metrics (what Prometheus scrapes and `usage` reads): the two
+    # victims ran about 3 s with 8 GPUs each and reported no checkpoint
+    assert 2 * 8 * 1.0 <= lost_on_metrics[light] <= 2 * 8 * 45.0, lost_on_metrics
     replay.clean()

@@ -97,6 +97,15 @@ def where_it_stands(cluster, name: str, namespace: str) -> str:
     return "\n".join(lines)
 
 
+def simulated_filler(name: str) -> dict:
+    """A team-a TrainJob holding 8 GPUs of a simulated node for an hour (kwok ends its pod after the delay)."""
+    filler = trainjob("team-a", name, ["sleep", "3600"], 8)
+    filler["spec"]["trainer"]["numNodes"] = 1
+    filler["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "metadata": {
+        "annotations": {K.KWOK_POD_COMPLETE_DELAY_ANNOTATION: "3600s"}}}]
+    return filler
+
+
 def claim(cluster, namespace: str, name: str) -> str:
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
@@ -141,7 +150,7 @@ def capacity_queues(real_cluster):
     before = next(c for c in configmaps if c["metadata"]["name"] == wanted["metadata"]["name"])
     conf = local.ClusterPaths.for_name(real_cluster.name).scheduler_conf
     for name, gpus in (("team-a", 8), ("team-b", 16)):
-        api.merge_patch(live.QUEUES, name, {"spec": {"deserved": {K.GPU_RESOURCE: gpus}}})
+        api.merge_patch(live.QUEUES, name, {"spec": {"deserved": {K.GPU_RESOURCE: str(gpus)}}})
     api.merge_patch(live.CONFIGMAPS, before["metadata"]["name"], {"data": wanted["data"]}, "volcano-system")
     key = next(iter(wanted["data"]))
     wait_for(lambda: conf.exists() and conf.read_text() == wanted["data"][key], 60, "the capacity scheduler conf", 0.5)
@@ -164,10 +173,7 @@ def test_a_checkpointing_job_reclaimed_for_a_gang_resumes_from_its_checkpoint_wi
     real_cluster.kubectl("delete", "trainjob", reference, "-n", "team-a", "--wait=true")
 
     # team-a holds 8 GPUs of a simulated node besides the victim's 8 on the real nodes: 8 above what it is owed
-    filler = trainjob("team-a", "ckpt-filler", ["sleep", "3600"], 8)
-    filler["spec"]["trainer"]["numNodes"] = 1
-    filler["spec"].pop("podTemplateOverrides")
-    create(real_cluster, filler)
+    create(real_cluster, simulated_filler("ckpt-filler"))
     victim = create(real_cluster, trainjob("team-a", "ckpt-victim", command, 4, TRAINING_ENV,
                                            claim(real_cluster, "team-a", "ckpt-victim")))
     reclaimer = Reclaimer(api, after_s=2.0, period=1.0, rule="deserved", holds=False)
@@ -180,6 +186,7 @@ def test_a_checkpointing_job_reclaimed_for_a_gang_resumes_from_its_checkpoint_wi
         gang = create(real_cluster, trainjob("team-b", "ckpt-gang", ["sh", "-c", "echo gang ran; sleep 5"], 8))
         assert finished(real_cluster, gang, "team-b", 300)["type"] == "Complete"
         assert finished(real_cluster, victim, "team-a", 400)["type"] == "Complete"
+        second_run = logs(real_cluster, rank0_pod_name(real_cluster, victim, "team-a"))
     finally:
         history = reclaimer.finish()
         first_run = follower.text() if follower else ""
@@ -188,7 +195,6 @@ def test_a_checkpointing_job_reclaimed_for_a_gang_resumes_from_its_checkpoint_wi
     assert [(e.gang, e.victims) for _, e in history] == [(("team-b", "ckpt-gang"), (("team-a", "ckpt-victim"),))], history
     assert "final loss" not in first_run, "the first run was stopped before its end"
     stopped_at = max(int(step) for step in re.findall(r"step (\d+) loss", first_run))
-    second_run = logs(real_cluster, rank0_pod_name(real_cluster, victim, "team-a"))
     resumed = re.findall(r"resuming from the checkpoint of step (\d+)", second_run)
     assert resumed, second_run[-3000:]
     assert 0 <= stopped_at - int(resumed[0]) <= EVERY, (stopped_at, resumed)
@@ -208,10 +214,7 @@ def test_a_job_that_reports_no_checkpoint_and_ignores_sigterm_restarts_from_scra
     ticking = ["sh", "-c", "trap '' TERM; echo run started; i=0; while true; do i=$((i+1)); echo tick $i; sleep 1; done"]
     stubborn = trainjob("team-a", "stubborn", ticking, 4)
     stubborn["spec"]["podTemplateOverrides"][0]["spec"]["terminationGracePeriodSeconds"] = 10
-    filler = trainjob("team-a", "stubborn-filler", ["sleep", "3600"], 8)
-    filler["spec"]["trainer"]["numNodes"] = 1
-    filler["spec"].pop("podTemplateOverrides")
-    create(real_cluster, filler)
+    create(real_cluster, simulated_filler("stubborn-filler"))
     victim = create(real_cluster, stubborn)
     reclaimer = Reclaimer(api, after_s=2.0, period=1.0, rule="deserved", holds=False)
     try:

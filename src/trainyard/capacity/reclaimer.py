@@ -70,18 +70,20 @@ def placed_or_gone(pod_groups: list[dict], gangs: set[JobKey]) -> set[JobKey]:
 class Reclaimer(Loop):
     def __init__(self, api: ApiServer, after_s: float = RECLAIM_AFTER_S, period: float = 1.0, resume_after_s: float = 120.0,
                  rule: str = DESERVED, target: str = DESERVED_TARGET, holds: bool = False, confirm_s: float = 1.0,
-                 leading: Callable[[], bool] = lambda: True):
+                 leading: Callable[[], bool] = lambda: True, on_lost: Callable[[str, float], None] | None = None):
         """`rule` and `target`: see `scheduling.reclaim` (which gangs starve, which jobs may go, against which share).
         `holds`: taint the nodes an eviction frees for its gang until the victims are resumed (as
         `capacity.reserver` does; the two loops must not run together), so the scheduler cannot give them to
         another job while the victims' pods go. `confirm_s`: how long after planning an eviction it is planned again
         on a fresh snapshot, and made only if that plan still asks for it (0: at once). `leading`: whether this
-        process may act (beside the controller, only its leader does)."""
+        process may act (beside the controller, only its leader does). `on_lost(namespace, gpu_seconds)`: told the
+        work each suspension throws away (the controller counts it on /metrics, where the usage record reads it)."""
         if rule not in RULES or target not in TARGETS:
             raise ValueError(f"reclaim rule {rule!r} / target {target!r}: use a rule of {RULES} and a target of {TARGETS}")
         super().__init__(period)
         self.api, self.after_s, self.resume_after_s = api, after_s, resume_after_s
         self.rule, self.target, self.holds, self.confirm_s, self.leading = rule, target, holds, confirm_s, leading
+        self.on_lost = on_lost
         self.history: list[tuple[float, Eviction]] = []
         self.placements: dict[tuple, Placement] = {}
         self.withdrawn: list[tuple[float, Eviction]] = []
@@ -129,8 +131,7 @@ class Reclaimer(Loop):
         for victim in eviction.victims:
             if ckpt.last_checkpoint(by_key.get(victim) or {}) is not None:
                 log.info("reclaim for %s: asking %s to save a checkpoint", eviction.gang, victim)
-                self.api.merge_patch(live.TRAINJOBS, victim[1], {"metadata": {"annotations": {
-                    K.CHECKPOINT_REQUESTED_ANNOTATION: reclaimed_note(eviction.gang, math.floor(now))}}}, victim[0])
+                self._ask(victim, reclaimed_note(eviction.gang, math.floor(now)))
             else:
                 self.suspend(victim, eviction.gang, by_key.get(victim), running.get(victim), now, None)
 
@@ -146,17 +147,13 @@ class Reclaimer(Loop):
         running = self.running(view, trainjobs, now)
         open_asks = False
         for victim, note in sorted(parsed.items()):
-            if note is None or note[0] in settled:
-                log.info("reclaim: withdrawing the ask to %s (its gang runs or is gone)", victim)
-                self.api.merge_patch(live.TRAINJOBS, victim[1], {"metadata": {"annotations": {
-                    K.CHECKPOINT_REQUESTED_ANNOTATION: None}}}, victim[0])
+            if note is None or note[0] in settled or victim not in running:
+                # its gang runs or is gone; or it finished, or someone else suspended it: nothing left to take
+                log.info("reclaim: withdrawing the ask to %s", victim)
+                self._ask(victim, None)
                 continue
             gang, asked_at = note
             trainjob = by_key[victim]
-            if victim not in running:  # finished, or suspended by someone else: nothing left to take
-                self.api.merge_patch(live.TRAINJOBS, victim[1], {"metadata": {"annotations": {
-                    K.CHECKPOINT_REQUESTED_ANNOTATION: None}}}, victim[0])
-                continue
             grace = ckpt.grace_seconds(self.namespace(victim[0]))
             outcome = ckpt.ask_outcome(asked_at, ckpt.last_checkpoint(trainjob), now, grace)
             if outcome == ckpt.WAIT:
@@ -173,6 +170,8 @@ class Reclaimer(Loop):
             "spec": {"suspend": True}}, victim[0])
         lost = job.lost_work if job is not None else 0.0
         self.lost_gpu_seconds[victim[0]] = self.lost_gpu_seconds.get(victim[0], 0.0) + lost
+        if self.on_lost is not None:
+            self.on_lost(victim[0], lost)
         if trainjob is not None:
             message = ckpt.reclaimed_message(gang, ckpt.last_checkpoint(trainjob), lost, outcome)
             self.api.event({**trainjob, "apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob"}, "Reclaimed", message,
@@ -234,6 +233,11 @@ class Reclaimer(Loop):
         elif self.holds and fresh.nodes != planned.nodes:
             hold(self.api, view.snapshot.nodes, Reservation(fresh.gang, fresh.nodes))
         return fresh, view
+
+    def _ask(self, trainjob: JobKey, note: str | None) -> None:
+        """Ask the TrainJob to save a checkpoint (`note`: "<gang> <epoch s>"), or withdraw the ask (None)."""
+        self.api.merge_patch(live.TRAINJOBS, trainjob[1], {"metadata": {"annotations": {
+            K.CHECKPOINT_REQUESTED_ANNOTATION: note}}}, trainjob[0])
 
     def _set(self, trainjob: JobKey, suspend: bool, note: str | None) -> None:
         namespace, name = trainjob

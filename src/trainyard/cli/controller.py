@@ -104,7 +104,7 @@ def start_estimates(every_s: float, default_run_s: float) -> tuple:
     if every_s <= 0:
         return ()
 
-    def factory(api, leading):
+    def factory(api, leading, metrics=None):
         from trainyard.capacity.start_estimator import StartEstimator
 
         return StartEstimator(api, period=every_s, default_run_s=default_run_s, leading=leading)
@@ -117,7 +117,7 @@ def budgets(prometheus: str | None, every_s: float) -> tuple:
     if not prometheus or every_s <= 0:
         return ()
 
-    def factory(api, leading):
+    def factory(api, leading, metrics=None):
         from trainyard.usage.budget_enforcer import BudgetEnforcer
         from trainyard.usage.prometheus import Prometheus
 
@@ -136,7 +136,7 @@ def stall_watch(after_s: float, after_log_s: float, action: str) -> tuple:
     if after_s <= 0 and after_log_s <= 0:
         return ()
 
-    def factory(api, leading):
+    def factory(api, leading, metrics=None):
         from trainyard.usage.stall_watcher import StallWatcher
 
         every = max(5.0, min(60.0, min(t for t in (after_s, after_log_s) if t > 0) / 4))
@@ -158,10 +158,11 @@ def gang_reclaim(rule: str, holds: bool) -> tuple:
     if rule == "none":
         return ()
 
-    def factory(api, leading):
+    def factory(api, leading, metrics=None):
         from trainyard.capacity.reclaimer import Reclaimer
 
-        return Reclaimer(api, rule=rule, holds=holds, leading=leading)
+        lost = (lambda namespace, seconds: metrics.reclaim_lost.labels(namespace).inc(seconds)) if metrics else None
+        return Reclaimer(api, rule=rule, holds=holds, leading=leading, on_lost=lost)
 
     return (factory,)
 

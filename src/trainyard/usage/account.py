@@ -32,6 +32,9 @@ class GroupUsage:
     waiting: int
     completed: int
     failed: int
+    gpu_hours_lost_to_reclaim: float | None = None
+    """Work the controller's reclaim threw away (GPUs x time since the last checkpoint); None: not known for this
+    grouping (the controller counts it by namespace, so by tenant or queue only)."""
 
     @property
     def gpu_hours_within(self) -> float:
@@ -138,9 +141,15 @@ def account(record: UsageRecord, by: str) -> list[GroupUsage]:
             waits[group].append(max(0.0, start - job.created))
         elif not job.outcome and (job.last_seen is None or job.last_seen >= until - GONE_AFTER_S):
             waiting[group] += 1  # (one deleted before it started waits no more)
+    lost: dict[str, float] = defaultdict(float)
+    by_namespace = by in ("tenant", "queue")
+    for namespace, seconds in record.reclaim_lost.items() if by_namespace else ():
+        lost[group_of(by, record, namespace, "", "")] += seconds
+        held.setdefault(group_of(by, record, namespace, "", ""), 0.0)
     rows = [GroupUsage(group=group, gpu_hours=seconds / HOUR, gpu_hours_borrowed=borrowed[group] / HOUR,
                        wait_p50_s=percentile(waits[group], 50), wait_p95_s=percentile(waits[group], 95),
                        started=len(waits[group]), waiting=waiting[group],
-                       completed=outcomes[(group, "Complete")], failed=outcomes[(group, "Failed")])
+                       completed=outcomes[(group, "Complete")], failed=outcomes[(group, "Failed")],
+                       gpu_hours_lost_to_reclaim=lost[group] / HOUR if by_namespace else None)
             for group, seconds in held.items()]
     return sorted(rows, key=lambda row: (-row.gpu_hours, row.group))

@@ -21,7 +21,8 @@ from trainyard import k8s as K
 from trainyard.tenant_policy import Budget
 from trainyard.cluster import monitoring as M
 from trainyard.errors import TrainyardError
-from trainyard.usage.record import OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, pod_end
+from trainyard.usage.record import (OUTCOMES, Demand, PodSpan, Tenancy, TrainJobFacts, UsageRecord, counter_increase,
+                                    pod_end)
 
 POD = ("namespace", "pod", "uid")
 FINISHED_PHASES = 'phase=~"Succeeded|Failed"'
@@ -29,6 +30,8 @@ JOBSET_LABEL = M.series_label(M.POD_LABELS[0])
 TENANT_LABEL, QUEUE_LABEL, CATALOG_LABEL = (M.series_label(label) for label in M.NAMESPACE_LABELS)
 BUDGET_LABEL = M.annotation_label(K.NAMESPACE_BUDGET_ANNOTATION)
 MOST_ENTITLEMENT_POINTS = 5000
+RECLAIM_LOST = "trainyard_reclaim_lost_gpu_seconds_total"
+"""The controller's counter of work its reclaim threw away (`controller.runtime.manager.Metrics.reclaim_lost`)."""
 """Range reads of a queue's entitlement take at most this many steps (Prometheus refuses above 11,000)."""
 
 
@@ -87,7 +90,25 @@ def instant_queries(since: float, until: float) -> dict[str, str]:
         "queue_weight": f"last_over_time({M.QUEUE_PREFIX}_weight[{w}])",
         "capacity": f'sum(last_over_time(kube_node_status_allocatable{{{gpu}}}[{w}]))',
         "budgets": f'kube_namespace_annotations{{{BUDGET_LABEL}!=""}}',  # the namespaces there now
+        # the controller's counter, read at both ends of the window (a series born inside it started at 0)
+        "reclaim_lost_end": f"last_over_time({RECLAIM_LOST}[{w}])",
+        "reclaim_lost_start": f"{RECLAIM_LOST} offset {w}",
     }
+
+
+def reclaim_lost(answers: dict[str, list[dict]]) -> dict[str, float]:
+    """Namespace -> GPU-seconds the reclaim loop counted lost in the window (every controller replica's series)."""
+    def readings(name: str) -> dict[str, dict[tuple[str, ...], float]]:
+        out: dict[str, dict[tuple[str, ...], float]] = {}
+        for series in answers.get(name, []):
+            labels = series["metric"]
+            key = tuple(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__")
+            out.setdefault(labels.get("namespace", ""), {})[key] = float(series["value"][1])
+        return out
+
+    start = readings("reclaim_lost_start")
+    return {namespace: counter_increase(end, start.get(namespace, {}))
+            for namespace, end in readings("reclaim_lost_end").items()}
 
 
 def entitlement_step(since: float, until: float) -> float:
@@ -118,7 +139,8 @@ def build_record(answers: dict[str, list[dict]], entitlement: list[dict], since:
                                                                                      ("queue",)).values()},
                        capacity=sum(float(s["value"][1]) for s in answers["capacity"]),
                        budgets={s["metric"]["namespace"]: budget for s in answers["budgets"]
-                                if (budget := Budget.from_annotation(s["metric"].get(BUDGET_LABEL)))})
+                                if (budget := Budget.from_annotation(s["metric"].get(BUDGET_LABEL)))},
+                       reclaim_lost=reclaim_lost(answers))
 
 
 def pod_spans(answers: dict[str, list[dict]]) -> list[PodSpan]:

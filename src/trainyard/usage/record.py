@@ -85,6 +85,8 @@ class UsageRecord:
     """The cluster's allocatable GPUs (the nodes seen in the window)."""
     budgets: dict[str, Budget] = field(default_factory=dict)
     """Namespace -> its GPU-hour budget (the annotation as kube-state-metrics last exported it)."""
+    reclaim_lost: dict[str, float] = field(default_factory=dict)
+    """Namespace -> GPU-seconds of work the controller's reclaim threw away in the window (its counter)."""
 
     def tenancy(self, namespace: str) -> Tenancy:
         return self.namespaces.get(namespace, Tenancy())
@@ -100,3 +102,13 @@ def pod_end(completion: float | None, deletion: float | None, last_seen: float |
         return None
     candidates = [t for t in (deletion, last_seen) if t is not None]
     return min(candidates) if candidates else None
+
+
+def counter_increase(at_end: dict[tuple[str, ...], float], at_start: dict[tuple[str, ...], float]) -> float:
+    """What counters grew by between two readings, series by series: a series absent at the start started at 0,
+    one lower at the end was reset (a restarted process) and counts from 0."""
+    total = 0.0
+    for key, end in at_end.items():
+        start = at_start.get(key, 0.0)
+        total += end - start if end >= start else end
+    return total

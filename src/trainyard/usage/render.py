@@ -15,6 +15,7 @@ FORMATS = ("table", "json", "csv")
 FIELDS = ("gpu_hours", "gpu_hours_within", "gpu_hours_borrowed", "wait_p50_s", "wait_p95_s", "started", "waiting",
           "completed", "failed")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+LOST_FIELD = "gpu_hours_lost_to_reclaim"
 
 
 def parse_duration(text: str, option: str = "--since") -> float:
@@ -35,6 +36,8 @@ def row(by: str, usage: GroupUsage, since: float, until: float) -> dict:
         values[name] = round(values[name], 4)
     for name in ("wait_p50_s", "wait_p95_s"):
         values[name] = None if values[name] is None else round(values[name], 1)
+    lost = usage.gpu_hours_lost_to_reclaim
+    values[LOST_FIELD] = None if lost is None else round(lost, 4)
     return {"group": usage.group, "by": by, by: usage.group, **values,
             "since": format_epoch(since), "until": format_epoch(until)}
 
@@ -54,7 +57,7 @@ BUDGET_COLUMNS = ("budget_gpu_hours", "budget_spent_gpu_hours", "budget_state", 
 def to_csv(by: str, rows: Iterable[GroupUsage], since: float, until: float, budgets: dict | None = None) -> str:
     budgets = budgets or {}
     out = io.StringIO()
-    columns = [by, *FIELDS, "since", "until", *(BUDGET_COLUMNS if budgets else ())]
+    columns = [by, *FIELDS, LOST_FIELD, "since", "until", *(BUDGET_COLUMNS if budgets else ())]
     writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for usage in rows:
@@ -74,6 +77,11 @@ def to_table(by: str, rows: list[GroupUsage], since: float, until: float, budget
     lines.append(("total", f"{total:.2f}", f"{sum(u.gpu_hours_within for u in rows):.2f}",
                   f"{sum(u.gpu_hours_borrowed for u in rows):.2f}", "", "", *(str(sum(getattr(u, f) for u in rows))
                                                                               for f in FIELDS[5:])))
+    if any(u.gpu_hours_lost_to_reclaim for u in rows):  # reclaim threw work away in the window: say how much
+        header = (*header, "lost to reclaim")
+        lost = [f"{u.gpu_hours_lost_to_reclaim or 0.0:.2f}" for u in rows]
+        lost.append(f"{sum(u.gpu_hours_lost_to_reclaim or 0.0 for u in rows):.2f}")  # the total line's
+        lines = [(*line, cell) for line, cell in zip(lines, lost)]
     widths = [max(len(line[i]) for line in (header, *lines)) for i in range(len(header))]
     text = [f"GPU usage by {by}, {format_epoch(since)} to {format_epoch(until)}"]
     for line in (header, *lines):

@@ -22,3 +22,20 @@ def test_no_reclaim_unless_asked_and_an_unknown_rule_is_refused(capsys):
     with pytest.raises(typer.Exit) as stopped:
         gang_reclaim("fair", holds=True)
     assert stopped.value.exit_code == 2 and "use one of none, deserved, final-share, fair-sharing" in capsys.readouterr().err
+
+
+def test_the_reclaim_loop_counts_lost_work_on_the_controllers_metrics_by_namespace():
+    """What a suspension throws away goes to `trainyard_reclaim_lost_gpu_seconds_total{namespace}` on the
+    controller's /metrics (the usage record's source): the controller writes it, no tenant can."""
+    from prometheus_client import generate_latest
+
+    from trainyard.controller.runtime.manager import Metrics
+
+    metrics = Metrics()
+    (factory,) = gang_reclaim("fair-sharing", holds=True)
+    loop = factory(None, lambda: True, metrics)
+    assert loop.on_lost is not None
+    loop.on_lost("team-a", 480.0)
+    loop.on_lost("team-a", 20.0)
+    text = generate_latest(metrics.registry).decode()
+    assert 'trainyard_reclaim_lost_gpu_seconds_total{namespace="team-a"} 500.0' in text

@@ -148,3 +148,34 @@ def test_a_namespaces_budget_comes_from_its_exported_annotation():
                                              sample(1, namespace="team-b", annotation_trainyard_dev_budget="{bad")]),
                             [], 0.0, 10.0)
     assert list(record.budgets) == ["team-a"] and record.budgets["team-a"].period == "weekly"
+
+
+@pytest.mark.parametrize("end, start, lost", [
+    ([sample(500, namespace="team-a", instance="c1")], [], 500.0),                                    # born inside
+    ([sample(500, namespace="team-a", instance="c1")], [sample(200, namespace="team-a", instance="c1")], 300.0),
+    ([sample(50, namespace="team-a", instance="c1")], [sample(200, namespace="team-a", instance="c1")], 50.0),  # reset
+    ([sample(100, namespace="team-a", instance="c1"), sample(40, namespace="team-a", instance="c2")],
+     [sample(100, namespace="team-a", instance="c1")], 40.0),                                          # a new leader
+])
+def test_work_lost_to_reclaim_is_what_the_controllers_counter_grew_by_in_the_window(end, start, lost):
+    queries = P.instant_queries(since=0.0, until=3600.0)
+    assert queries["reclaim_lost_end"] == f"last_over_time({P.RECLAIM_LOST}[3600s])"
+    assert queries["reclaim_lost_start"] == f"{P.RECLAIM_LOST} offset 3600s"
+    record = P.build_record(answers(reclaim_lost_end=end, reclaim_lost_start=start), [], 0.0, 3600.0)
+    assert record.reclaim_lost == {"team-a": lost}
+
+
+def test_usage_by_tenant_shows_the_gpu_hours_lost_to_reclaim():
+    from trainyard.usage.account import account
+
+    record = P.build_record(answers(
+        reclaim_lost_end=[sample(7200, namespace="team-a", instance="c1")],
+        namespaces=[sample(1, namespace="team-a", label_trainyard_dev_queue="team-a"),
+                    sample(1, namespace="team-b", label_trainyard_dev_queue="team-b")]), [], 0.0, 3600.0)
+    by_tenant = {row.group: row for row in account(record, "tenant")}
+    assert by_tenant["team-a"].gpu_hours_lost_to_reclaim == 2.0
+    assert all(row.gpu_hours_lost_to_reclaim is None for row in account(record, "runtime"))  # counted by namespace
+    text = render("table", "tenant", list(by_tenant.values()), 0.0, 3600.0)
+    assert "lost to reclaim" in text.splitlines()[1] and text.splitlines()[-1].split()[-1] == "2.00"
+    assert json.loads(render("json", "tenant", list(by_tenant.values()), 0.0, 3600.0))[0]["gpu_hours_lost_to_reclaim"] == 2.0
+    assert "lost to reclaim" not in render("table", "tenant", ROWS, 0.0, 3600.0)  # none lost: no column
