@@ -77,11 +77,6 @@ def grace_seconds(namespace: dict | None) -> float:
     return float(text) if text.isdigit() else float(DEFAULT_GRACE_SECONDS)
 
 
-def lost_gpu_seconds(gpus: float, ran_s: float, saved_s: float) -> float:
-    """What suspending a job now throws away: its GPUs times the seconds since its last checkpoint."""
-    return gpus * max(0.0, ran_s - saved_s)
-
-
 def reclaimed_message(gang: tuple[str, str], checkpoint: Checkpoint | None, lost_gpu_s: float,
                       outcome: str | None) -> str:
     """The Event a reclaimed TrainJob gets: the gang it made room for, the checkpoint it kept, the work it lost."""

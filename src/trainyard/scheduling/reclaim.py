@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
+from trainyard.scheduling.checkpoints import Checkpoint, saved_seconds
 from trainyard.scheduling.cluster_state import GPU, Node, active_pods_by_group, first_start_s, pod_group_queues, pod_resources
 from trainyard.scheduling.reservation import WaitingGang, domain_of
 from trainyard.tenant_policy import RECLAIM_RULES
@@ -219,8 +220,8 @@ def running_jobs(pods: Iterable[dict], pod_groups: Iterable[dict], evictable_key
             continue
         started = first_start_s(holding) if now_s is not None else None
         ran = max(0.0, now_s - started) if now_s is not None and started is not None else 0.0
-        checkpoint = (saved_at or {}).get(key)
-        saved = min(ran, max(0.0, checkpoint - started)) if checkpoint is not None and started is not None else 0.0
+        at = (saved_at or {}).get(key)
+        saved = saved_seconds(None if at is None else Checkpoint(at), started, now_s) if now_s is not None else 0.0
         out.append(RunningJob(key, queue_of[key], sum((pod_resources(pod)[GPU] for pod in holding), Fraction(0)),
                               frozenset(pod["spec"]["nodeName"] for pod in holding), ran, saved))
     return out
