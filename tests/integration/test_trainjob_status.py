@@ -115,14 +115,22 @@ def test_the_checkpoint_helper_reads_asks_and_reports_checkpoints_through_the_st
                                                 "KUBEFLOW_TRAINER_SERVER_TOKEN": str(token)})
     ckpt = trainyard_checkpoint.Checkpointer(directory=str(tmp_path / "ckpt"), every_steps=100, poll_s=0.0,
                                             server=server, handle_sigterm=False)
-    assert server.asked() is False and ckpt.due(0) is False
+    assert server.asked() is None and ckpt.due(0) is False
 
-    asked_at = dt.datetime.now(dt.timezone.utc).timestamp() - 1
-    cluster.kubectl("annotate", "trainjob", "tj", "-n", ns, f"{k8s.CHECKPOINT_REQUESTED_ANNOTATION}="
-                    f"{reclaimed_note(('other-team', 'gang'), asked_at)}")
-    assert server.asked() is True
+    def ask(at: float) -> None:
+        cluster.kubectl("annotate", "--overwrite", "trainjob", "tj", "-n", ns,
+                        f"{k8s.CHECKPOINT_REQUESTED_ANNOTATION}={reclaimed_note(('other-team', 'gang'), at)}")
+
+    asked_at = float(int(dt.datetime.now(dt.timezone.utc).timestamp()) - 1)
+    ask(asked_at)
+    assert server.asked() == dt.datetime.fromtimestamp(asked_at, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert ckpt.due(1) is True and ckpt.asked and not ckpt.stopping
-    assert ckpt.due(2) is False  # asked once: saved once, then it trains on until suspended
+    assert ckpt.due(2) is False  # this ask is answered: it trains on until suspended
+    cluster.kubectl("annotate", "trainjob", "tj", "-n", ns, f"{k8s.CHECKPOINT_REQUESTED_ANNOTATION}-")  # withdrawn
+    assert ckpt.due(3) is False
+    ask(asked_at + 5)  # a later ask (another gang's) is answered again
+    assert ckpt.due(4) is True and ckpt.due(5) is False
+    ask(asked_at)
     assert ask_outcome(asked_at, last_checkpoint(get(cluster, "trainjobs", "tj", ns)), asked_at + 1, 60) == WAIT
 
     server.report(trainyard_checkpoint.status_report(1, dt.datetime.now(dt.timezone.utc).timestamp(), progress=5))

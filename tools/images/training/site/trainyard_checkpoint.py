@@ -89,8 +89,10 @@ class StatusServer:
     def report(self, body: dict) -> None:
         self._call("POST", str(self.url), body)
 
-    def asked(self) -> bool:
-        return bool(self._call("GET", checkpoint_request_url(str(self.url))).get("requested"))
+    def asked(self) -> str | None:
+        """When the open ask was made (its `requestedAt`), or None: no ask."""
+        answer = self._call("GET", checkpoint_request_url(str(self.url)))
+        return str(answer.get("requestedAt") or "asked") if answer.get("requested") else None
 
 
 def _distributed():
@@ -114,10 +116,11 @@ class Checkpointer:
         self.stopping = False
         """SIGTERM arrived (and was agreed on by every rank at the last `due`): save, then leave the loop."""
         self.asked = False
-        """The platform asks for a checkpoint (reclaim): `due` answers True once, then the job goes on until the
-        platform suspends it."""
+        """The platform asked for a checkpoint (reclaim): `due` answers True once per ask, then the job goes on until
+        the platform suspends it (or withdraws the ask: a later ask is answered again)."""
         self._signalled = False
         self._polled_at = 0.0
+        self._answered: str | None = None  # the ask the last save answered
         if handle_sigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -130,14 +133,19 @@ class Checkpointer:
         return dist.get_rank() if dist else int(os.environ.get("RANK", "0"))
 
     def _poll(self) -> bool:
-        if self.asked or self.rank != 0 or not self.server.available or time.monotonic() - self._polled_at < self.poll_s:
+        """Rank 0, at most every `poll_s`: whether an ask not answered yet is open."""
+        if self.rank != 0 or not self.server.available or time.monotonic() - self._polled_at < self.poll_s:
             return False
         self._polled_at = time.monotonic()
         try:
-            return self.server.asked()
+            ask = self.server.asked()
         except (OSError, ValueError) as exc:
             print(f"trainyard_checkpoint: checkpoint request not read: {exc}", flush=True)
             return False
+        if ask is None or ask == self._answered:
+            return False
+        self._answered = ask
+        return True
 
     def due(self, step: int) -> bool:
         """Whether to save after `step`: every `every_steps`, when asked, or on SIGTERM; the same on every rank."""
@@ -149,12 +157,11 @@ class Checkpointer:
             agreed = torch.tensor([float(f) for f in flags])
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
             flags = [bool(v) for v in agreed.tolist()]
-        signalled, asked = flags
+        signalled, asked = flags  # `asked`: a new ask (rank 0 saw it, every rank agrees)
         self.stopping = self.stopping or signalled
-        newly_asked = asked and not self.asked
         self.asked = self.asked or asked
         periodic = bool(self.every_steps) and (step + 1) % int(self.every_steps or 1) == 0
-        return periodic or signalled or newly_asked
+        return periodic or signalled or asked
 
     def save(self, step: int, state: dict, progress: int | None = None) -> None:
         """Write `state` with its step (rank 0, atomically), report it, and wait for every rank."""
