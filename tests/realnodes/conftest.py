@@ -13,9 +13,9 @@ from trainyard.cluster import local
 from trainyard.realnodes.host import IP_FORWARD
 from realcluster import NAME, PORT_BASE, REAL_NODES, RealCluster, trainyard
 
-LAST_MODULES = ("test_real_incluster_controller.py", "test_real_teardown.py")
-"""Run in this order after every other real-node test: the in-cluster controller replaces the cluster's local
-one, and the teardown stops the cluster."""
+LAST_MODULES = ("test_real_upgrade.py", "test_real_incluster_controller.py", "test_real_teardown.py")
+"""Run in this order after every other real-node test: the upgrade and the in-cluster controller replace the
+cluster's local controller, and the teardown stops the cluster."""
 
 
 def pytest_collection_modifyitems(items):
@@ -32,8 +32,7 @@ def real_cluster():
         trainyard("down", "--name", NAME)
     forwarding = IP_FORWARD.read_text().strip()
     started = time.monotonic()
-    result = trainyard("up", "--name", NAME, "--port-base", str(PORT_BASE), "--real-nodes", str(REAL_NODES),
-                       "--no-monitoring")
+    result = trainyard("up", "--name", NAME, "--port-base", str(PORT_BASE), "--real-nodes", str(REAL_NODES))
     cluster = RealCluster(NAME, result, time.monotonic() - started, forwarding)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     print(f"\ntrainyard up --real-nodes {REAL_NODES}: {cluster.seconds:.0f} s")

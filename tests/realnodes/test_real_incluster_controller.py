@@ -10,7 +10,6 @@ before the teardown.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import time
@@ -18,46 +17,19 @@ import time
 import pytest
 import yaml
 
-from trainyard.cluster import certs, local
+from trainyard.cluster import local
 from trainyard.cluster.processes import ProcessTable
 from trainyard.cluster.trainer_controllers import PROCESS as LOCAL_CONTROLLER
 from trainyard.controller.runtime.leader import LeaderElector
 from trainyard.platform import controller_objects as ctl
 from trainyard.platform.stack_config import ControllerSpec, WebhookSpec
-from trainyard.paths import repo_root
-from trainyard.cluster.real_node_spec import REAL_NODE_LABEL, real_node_name
+from trainyard.cluster.real_node_spec import real_node_name
+from incluster import (ALICE, EXAMPLE, NAMESPACE, admission_answers, apply, completes, controller_pods, leader, picture,
+                       ready, remove, rendered_objects, serving_secret, small_trainjob, submit, rolled_out)
 from realcluster import NAME, REAL_NODES, trainyard
 from waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-ALICE = ("alice", "team-a-users")
-NAMESPACE = ControllerSpec().namespace
-EXAMPLE = repo_root() / "examples" / "torch-distributed-team-a.yaml"
-
-
-def on_real_nodes(deployment: dict) -> dict:
-    """The Deployment pinned to the real nodes (their label and taint), one replica per node."""
-    out = copy.deepcopy(deployment)
-    pod = out["spec"]["template"]["spec"]
-    pod["nodeSelector"] = {REAL_NODE_LABEL: "true"}
-    pod["tolerations"] = [{"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
-    pod["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                         "whenUnsatisfiable": "DoNotSchedule",
-                                         "labelSelector": {"matchLabels": out["spec"]["selector"]["matchLabels"]}}]
-    return out
-
-
-def serving_secret(directory, spec: ControllerSpec) -> tuple[dict, str]:
-    """Secret trainyard-webhook-cert (`certificate: provided`) for the webhook Service's DNS names, and its CA."""
-    service = f"{ctl.NAME}-webhook.{spec.namespace}.svc"
-    ca_pem = certs.write_serving_pair(directory, common_name=service, dns_names=(service, f"{service}.cluster.local"))
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-              "metadata": {"name": ctl.CERT_SECRET, "namespace": spec.namespace},
-              "stringData": {"tls.crt": (directory / "tls.crt").read_text(), "tls.key": (directory / "tls.key").read_text(),
-                             "ca.crt": ca_pem.decode()}}
-    return secret, ca_pem.decode()
-
 
 @pytest.fixture(scope="module")
 def in_cluster(real_cluster):
@@ -70,93 +42,13 @@ def in_cluster(real_cluster):
     ProcessTable(paths.root).stop(LOCAL_CONTROLLER)
     spec = ControllerSpec(image=image, replicas=REAL_NODES, webhook=WebhookSpec(certificate="provided"))
     secret, ca_pem = serving_secret(paths.root / "incluster-certs", spec)
-    objects = [ctl.render_controller_namespace(spec), *ctl.render_controller_rbac(spec), secret,
-               *ctl.render_controller_services(spec), *ctl.render_pod_disruption_budget(spec),
-               on_real_nodes(ctl.render_controller_deployment(spec)), ctl.render_controller_webhook(spec, ca_pem)]
-    # the local controller's registration (URL mode) is replaced, not merged: a webhook has a URL or a Service
-    real_cluster.kubectl("delete", "validatingwebhookconfiguration", objects[-1]["metadata"]["name"], "--ignore-not-found")
-    applied = real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=incluster-test",
-                                   "-f", "-", input_text=yaml.safe_dump_all(objects))
-    assert applied.returncode == 0, applied.stderr
-    rollout = real_cluster.kubectl("rollout", "status", "-n", NAMESPACE, f"deployment/{ctl.NAME}", "--timeout=240s",
-                                   timeout=260)
-    assert rollout.returncode == 0, rollout.stdout + rollout.stderr + picture(real_cluster)
-
-    def admission_answers() -> bool:  # the Service's endpoints and kube-proxy's rules follow the pods' readiness
-        dry_run = real_cluster.kubectl("create", "--dry-run=server", "-f", "-", user=ALICE,
-                                       input_text=yaml.safe_dump(small_trainjob()))
-        return dry_run.returncode == 0
-
-    assert wait_for(admission_answers, 60, "the webhook answering through its Service", 1, error=None), \
-        picture(real_cluster)
+    objects = rendered_objects(image, REAL_NODES, paths.root / "incluster-certs" / "ca.crt")
+    objects.insert(1, secret)  # after its Namespace
+    apply(real_cluster, objects)
+    rolled_out(real_cluster)
+    admission_answers(real_cluster)
     yield spec
-    # The local controller stays stopped (the teardown test follows); its webhook must not refuse writes, and
-    # the controller's pods are gone before the teardown test counts what real pods leave on the host.
-    real_cluster.kubectl("delete", "validatingwebhookconfiguration", objects[-1]["metadata"]["name"], "--ignore-not-found")
-    real_cluster.kubectl("delete", "deployment", ctl.NAME, "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
-    wait_for(lambda: not real_cluster.items("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/name={ctl.NAME}"), 120,
-             "the controller's pods gone")
-
-
-def picture(cluster) -> str:
-    """Pods, events and the controller's log lines, for a failed rollout."""
-    pods = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
-    events = cluster.kubectl("get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp").stdout[-3000:]
-    log = cluster.kubectl("logs", "-n", NAMESPACE, f"deployment/{ctl.NAME}", "--tail=40").stdout
-    return f"\n{pods}\n{events}\n{log}"
-
-
-def controller_pods(cluster) -> list[dict]:
-    return [p for p in cluster.items("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/name={ctl.NAME}")
-            if not p["metadata"].get("deletionTimestamp")]
-
-
-def ready(pod: dict) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
-
-
-def leader(cluster) -> str:
-    """The pod whose identity holds the controller's Lease (identity = hostname-suffix, hostname = pod name)."""
-    lease = cluster.get("lease", ctl.NAME, NAMESPACE) or {}
-    holder = (lease.get("spec") or {}).get("holderIdentity", "")
-    return holder.rsplit("-", 1)[0]
-
-
-def submit(cluster, document: dict) -> str:
-    created = cluster.kubectl("create", "-f", "-", "-o", "name", user=ALICE, input_text=yaml.safe_dump(document))
-    assert created.returncode == 0, created.stderr
-    return created.stdout.strip().split("/")[-1]
-
-
-def small_trainjob() -> dict:
-    """The tenant example on one simulated node with one GPU: it fits beside whatever earlier tests left."""
-    document = yaml.safe_load(EXAMPLE.read_text())
-    document["spec"]["trainer"] = {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
-                                                                       "limits": {"nvidia.com/gpu": "1"}}}
-    return document
-
-
-def completes(cluster, name: str) -> dict:
-    def condition():
-        job = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
-        return next((c for c in (job.get("status") or {}).get("conditions", [])
-                     if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None)
-
-    found = wait_for(condition, 120, f"TrainJob {name} finished", 1, error=None)
-    assert found, job_picture(cluster, name)
-    return found
-
-
-def job_picture(cluster, name: str) -> str:
-    """Where a TrainJob stands: its conditions, its JobSet, PodGroup and pods, its queue."""
-    job = cluster.get("trainjobs.trainer.kubeflow.org", name, "team-a") or {}
-    groups = [(g["metadata"]["name"], g.get("status")) for g in cluster.items("podgroups.scheduling.volcano.sh", "-n", "team-a")
-              if g["metadata"]["name"].startswith(name)]
-    pods = cluster.kubectl("get", "pods", "-n", "team-a", "-o", "wide").stdout
-    queue = (cluster.get("queues.scheduling.volcano.sh", "team-a") or {}).get("status")
-    return (f"\nTrainJob {name}: {(job.get('status') or {}).get('conditions')}\nJobSet: "
-            f"{bool(cluster.get('jobsets.jobset.x-k8s.io', name, 'team-a'))}\nPodGroups: {groups}\nqueue: {queue}\n{pods}"
-            f"{picture(cluster)}")
+    remove(real_cluster, objects)
 
 
 def test_the_controller_image_runs_as_the_deployment_on_real_nodes_with_one_leader(real_cluster, in_cluster):

@@ -7,7 +7,7 @@ default, so shared behaviour lives in plain functions (`start`, `print_status`) 
 from __future__ import annotations
 
 import json
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -166,13 +166,17 @@ def env(name: str = NAME) -> None:
 
 @cluster_app.command("load-image")
 def load_image(image: str = typer.Argument(..., help="An image trainyard builds: pause, training or controller."),
-               name: str = NAME) -> None:
+               name: str = NAME,
+               revision: Optional[str] = typer.Option(None, "--revision", help=(
+                   "Build the controller image from this release or commit instead of the checkout: `previous` "
+                   "(the newest release before the checkout), a version (`0.3.0`), a tag or a commit. Its image is "
+                   "named trainyard.local/controller:v<version> (or :<commit>), to try an upgrade from it."))) -> None:
     """Build a local image (cached) and import it into every real node of the cluster, like `kind load`."""
     from trainyard.errors import TrainyardError
-    from trainyard.realnodes import nodes
+    from trainyard.realnodes.image_loading import load_image as load
 
     try:
-        record = nodes.load_image(name, image, echo=console.print)
+        record = load(name, image, echo=console.print, revision=revision)
     except TrainyardError as exc:  # the cluster's state, or the image build (names its log)
         fail(str(exc))
     console.print(f"loaded {record['ref']} (also {', '.join(record.get('aliases', []))}) into the real nodes "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -54,6 +55,8 @@ class ImageRecipe:
     cmd: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     user: str = ""
+    release: str = ""
+    """Built from a release's files (`v0.3.0`), not the checkout's: cached and named apart, never `:local`."""
 
     @property
     def tag(self) -> str:
@@ -69,11 +72,16 @@ class ImageRecipe:
 
     @property
     def alias(self) -> str:
-        return f"{REGISTRY}/{self.name}:{LOCAL_TAG}"
+        return f"{REGISTRY}/{self.name}:{self.release or LOCAL_TAG}"
+
+    @property
+    def lineage(self) -> str:
+        """The cache's name for builds that replace each other: the checkout's, or one release's."""
+        return f"{self.name}@{self.release}" if self.release else self.name
 
     @property
     def directory(self) -> Path:
-        return cache_dir() / "images" / f"{self.name}-{self.tag}"
+        return cache_dir() / "images" / f"{self.lineage}-{self.tag}"
 
 
 def pause_recipe() -> ImageRecipe:
@@ -209,9 +217,9 @@ CONTROLLER_USER = "65532:65532"
 FLUX_TEMPLATES_IN_IMAGE = "/opt/trainyard/flux"
 
 
-def controller_context() -> dict[str, bytes]:
+def controller_context(root: Path | None = None) -> dict[str, bytes]:
     """Every file of the context, by path relative to the checkout (caches and bytecode left out)."""
-    root = repo_root()
+    root = root or repo_root()
     files: dict[str, bytes] = {}
     for entry in CONTROLLER_CONTEXT:
         path = root / entry
@@ -233,9 +241,10 @@ def _flux_templates() -> Path:
     return module / "pkg" / "runtime" / "framework" / "plugins" / "flux" / "templates"
 
 
-def controller_recipe() -> ImageRecipe:
-    context = controller_context()
-    requirements = repo_root() / IMAGE_SOURCES / "controller" / "requirements.txt"
+def controller_recipe(root: Path | None = None, release: str = "") -> ImageRecipe:
+    """The controller image of the checkout, or of a release's files under `root` (images.releases)."""
+    context = controller_context(root)
+    requirements = (root or repo_root()) / IMAGE_SOURCES / "controller" / "requirements.txt"
     env = {"PATH": TRAINING_ENV["PATH"], "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "TRAINYARD_FLUX_TEMPLATES": FLUX_TEMPLATES_IN_IMAGE}
 
@@ -256,7 +265,7 @@ def controller_recipe() -> ImageRecipe:
               ("requirements", requirements.read_bytes()), ("user", CONTROLLER_USER.encode()),
               *sorted(context.items()))
     return ImageRecipe("controller", inputs, build, cmd=("trainyard", "controller", "run"), env=tuple(env.items()),
-                       user=CONTROLLER_USER)
+                       user=CONTROLLER_USER, release=release)
 
 
 RECIPES: dict[str, Callable[[], ImageRecipe]] = {"pause": pause_recipe, "training": training_recipe,
@@ -303,8 +312,8 @@ def build_image(recipe: ImageRecipe, echo: Callable[[str], None] = lambda _: Non
     record.update(seconds=round(time.monotonic() - started, 1), layout=str(directory / "layout"))
     (directory / "image.json").write_text(json.dumps(record, indent=2))
     last.write_text(f"{record['seconds']}\n")
-    for older in directory.parent.glob(f"{recipe.name}-*"):  # earlier builds of this image: gigabytes each
-        if older != directory:
+    for older in directory.parent.glob(f"{recipe.lineage}-*"):  # earlier builds of this image: gigabytes each
+        if older != directory and re.fullmatch(r"[0-9a-f]{16}", older.name[len(recipe.lineage) + 1:]):
             shutil.rmtree(older, ignore_errors=True)
     echo(f"built {recipe.ref} in {record['seconds']:.0f}s ({record['size'] / 2**30:.2f} GiB)")
     return record

@@ -60,7 +60,7 @@ def host_memory_bytes() -> int:
     raise ClusterError("/proc/meminfo has no MemTotal line")
 
 
-def _process_name(kind: str, node: RealNode) -> str:
+def process_name(kind: str, node: RealNode) -> str:
     return f"{kind}-{node.name}"
 
 
@@ -103,7 +103,7 @@ def _cgroup_empty(node: RealNode) -> Callable[[], bool]:
     return lambda: not host.pids_in_cgroup(node.cgroup_root)
 
 
-def _require_root() -> None:
+def require_root() -> None:
     if os.geteuid() != 0:
         raise ClusterError("real nodes need root (a kubelet and containerd manage mounts, cgroups and network "
                            "namespaces); run `trainyard cluster up --real-nodes N` as root")
@@ -149,35 +149,11 @@ def superseded_refs(refs: list[str], record: dict) -> list[str]:
     return [ref for ref in refs if ref.rsplit(":", 1)[0] == repository and ref not in keep]
 
 
-def load_image(name: str, image: str, echo: Callable[[str], None]) -> dict:
-    """Build `image` (one of images.build.RECIPES) unless cached and import it into every real node of the
-    running cluster `name`, as `kind load` does; returns its record (`ref` is the immutable name to use)."""
-    from trainyard.cluster.state import read_state
-    from trainyard.images.build import RECIPES, build_image
-
-    if image not in RECIPES:
-        raise ClusterError(f"unknown image {image!r}; choose one of {', '.join(RECIPES)}")
-    state = read_state(name)
-    spec = ClusterSpec(**state["spec"]) if state else None
-    if spec is None or not spec.real_nodes:
-        raise ClusterError(f"cluster {name!r} runs no real nodes; start it with "
-                           f"`trainyard cluster up --name {name} --real-nodes N`")
-    _require_root()
-    paths = ClusterPaths.for_name(name)
-    running = ProcessTable(paths.root).running()
-    record = build_image(RECIPES[image](), echo)
-    for node in real_nodes(spec, paths):
-        if _process_name("containerd", node) not in running:
-            raise ClusterError(f"the containerd of {node.name} is not running; restart the cluster")
-        import_image(node, record, echo)
-    return record
-
-
 def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo: Callable[[str], None]) -> list[str]:
     """Bring up `spec.real_nodes` real nodes and wait until they are Ready with their GPU labels and capacity."""
     if not spec.real_nodes:
         return []
-    _require_root()
+    require_root()
     from trainyard.images.build import build_images
     from trainyard.toolchain.host_packages import ensure_host_packages
     from trainyard.toolchain.build import build_tool
@@ -220,13 +196,13 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
             cni_bin=tool("cni-plugins").bin_dir))
         (node.directory / "cni" / "10-trainyard.conflist").write_text(
             json.dumps(node_spec.cni_conflist(node, bridge), indent=2))
-        table.start(ProcessSpec(_process_name("containerd", node), [
+        table.start(ProcessSpec(process_name("containerd", node), [
             str(tool("containerd").path("containerd")), "--config", str(node.directory / "containerd.toml")],
             env=path_env))
     for node in nodes:
         if not wait_for(_containerd_answers(node), 60, f"containerd of {node.name}", 0.2, error=None):
             raise ClusterError(f"containerd of {node.name} did not start; see "
-                               f"{table.log_dir / (_process_name('containerd', node) + '.log')}")
+                               f"{table.log_dir / (process_name('containerd', node) + '.log')}")
         for record in images.values():
             import_image(node, record, echo)
         _images_marker(node).write_text(json.dumps(_image_digests(images)))
@@ -239,7 +215,7 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
                                                                   resolv_conf=shared / "resolv.conf",
                                                                   system_reserved_memory=reserved)))
         before = _socket_identity(DEVICE_PLUGIN_SOCKET)
-        table.start(ProcessSpec(_process_name("kubelet", node), node_spec.kubelet_argv(
+        table.start(ProcessSpec(process_name("kubelet", node), node_spec.kubelet_argv(
             node, kubelet=tool("kube-node").path("kubelet"), config=config, kubeconfig=paths.kubeconfig)))
         # one at a time: each kubelet empties the host-wide device-plugin directory, then binds its socket there
         # (a fixed path, no flag moves it); two starting together race, and the loser never starts its
@@ -293,7 +269,7 @@ def _stop_kube_proxy(paths: ClusterPaths, table: ProcessTable) -> None:
 
 
 def _label_and_wait_ready(spec: ClusterSpec, node: RealNode, kc, table: ProcessTable) -> None:
-    log = table.log_dir / f"{_process_name('kubelet', node)}.log"
+    log = table.log_dir / f"{process_name('kubelet', node)}.log"
 
     def registered() -> bool:
         try:
@@ -330,7 +306,7 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
         return
     running = table.running()
     for node in nodes:  # the kubelet stops its pods properly (CNI DEL, volume unmounts) while it can;
-        if _process_name("kubelet", node) in running:  # cordoned first, so no replacement lands there
+        if process_name("kubelet", node) in running:  # cordoned first, so no replacement lands there
             try:
                 kc("cordon", node.name)
                 kc("delete", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={node.name}",
@@ -338,19 +314,19 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
             except ClusterError:
                 pass
     for node in nodes:
-        if _process_name("containerd", node) in running:
+        if process_name("containerd", node) in running:
             wait_for(_no_running_tasks(node), 30, f"{node.name}'s containers stopped", 0.5, error=None)
     for node in nodes:
-        table.stop(_process_name("kubelet", node))
+        table.stop(process_name("kubelet", node))
     for node in nodes:  # what the kubelet did not stop: kill the tasks, drop the containers
-        if _process_name("containerd", node) in running:
+        if process_name("containerd", node) in running:
             for task in _ctr(node, "tasks", "ls", "--quiet", timeout=10).stdout.split():
                 _ctr(node, "tasks", "kill", "--signal", "SIGKILL", task, timeout=10)
                 _ctr(node, "tasks", "delete", "--force", task, timeout=10)
             containers = _ctr(node, "containers", "ls", "--quiet", timeout=10).stdout.split()
             if containers:
                 _ctr(node, "containers", "delete", *containers, timeout=30)
-        table.stop(_process_name("containerd", node))
+        table.stop(process_name("containerd", node))
     table.stop("coredns")
     _stop_kube_proxy(paths, table)
     table.stop(NETWORK_POLICY)  # it removes its table on the way out; a killed one's goes here

@@ -74,7 +74,7 @@ def test_the_controller_image_is_built_from_the_files_the_dockerfile_copies():
 def test_the_controller_image_changes_with_the_code_it_runs(monkeypatch):
     before = B.controller_recipe().tag
     real = B.controller_context
-    monkeypatch.setattr(B, "controller_context", lambda: {**real(), "controller/new.py": b"x = 1\n"})
+    monkeypatch.setattr(B, "controller_context", lambda root=None: {**real(root), "controller/new.py": b"x = 1\n"})
     assert B.controller_recipe().tag != before
 
 

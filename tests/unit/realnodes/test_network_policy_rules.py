@@ -8,6 +8,8 @@ import subprocess
 import pytest
 
 from trainyard.realnodes import network_policy as NP
+from trainyard.realnodes.nodes import HOST_PACKAGES
+from trainyard.toolchain.host_packages import ensure_host_packages
 
 
 def pod(ns, name, ip, labels=None, ports=(), phase="Running", host_network=False):
@@ -70,7 +72,9 @@ def test_ingress_policies_compile_to_isolated_addresses_and_accept_rules(policie
 
 
 def test_nft_accepts_the_ruleset():
-    """`nft` is one of the Debian packages real nodes need (`realnodes.nodes`)."""
+    """`nft` is one of the Debian packages real nodes need (`realnodes.nodes`), installed here as `cluster up`
+    installs it: on a fresh machine the unit tests may run before any real node was started."""
+    ensure_host_packages(HOST_PACKAGES)
     text = NP.ruleset(*NP.ingress_rules([DEFAULT_DENY], PODS, NAMESPACES), table=NP.table_name("unit"))
     checked = subprocess.run(["nft", "--check", "-f", "-"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr + text

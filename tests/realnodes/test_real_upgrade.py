@@ -1,0 +1,264 @@
+"""Upgrading trainyard from its previous release to this checkout with work in flight, on the real nodes.
+
+The previous release (its tag, or the commit docs/changelog.md records for it) runs as the in-cluster controller:
+its own image (`trainyard cluster load-image controller --revision previous`, built from that release's files) and
+the Deployment, Services, RBAC and webhook registration its own platform program renders (that release installed
+on its own, first on the path). Then, as `trainyard platform up` would, the checkout's render is applied over it
+under the same field manager while:
+- a real torch TrainJob trains across both real nodes,
+- another tenant's torch gang waits for those GPUs,
+- a suspended TrainJob waits to be resumed,
+- a client creates a TrainJob every half second and counts every refusal.
+
+Afterwards: no running pod was restarted, the waiting and suspended TrainJobs run to completion under the new
+controller, every TrainJob the client created exists once with one JobSet and one PodGroup built from it, not
+one create was refused during the rollout, and the usage record of the running job has no gap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from trainyard.cluster import local, monitoring
+from trainyard.cluster.processes import ProcessTable
+from trainyard.cluster.spec import ClusterSpec
+from trainyard.cluster.trainer_controllers import PROCESS as LOCAL_CONTROLLER
+from trainyard.images import releases
+from trainyard.paths import repo_root
+from trainyard.platform.stack_config import ControllerSpec, WebhookSpec
+from trainyard.platform.tenant_objects import TRAINJOB_COUNT
+from trainyard.timestamps import parse_time
+from incluster import (admission_answers, apply, controller_pods, leader, picture, remove, rendered_objects, rolled_out,
+                       serving_secret)
+from realcluster import NAME, REAL_NODES, trainyard
+from test_real_checkpoint_reclaim import USERS, create, final_loss, finished, pods_of_ns, simulated_filler, trainjob
+from test_real_training import logs
+from waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+COMMAND = ["torchrun", "/opt/trainyard/scripts/torch_checkpointed_sgd.py"]
+RUNNING_ENV = {"TRAIN_STEPS": "400", "STEP_SECONDS": "0.5", "CHECKPOINT_EVERY": "100000", "SEED": "5"}
+"""About 200 s of training: it starts before the rollout and ends well after the new controller leads."""
+WAITING_ENV = {"TRAIN_STEPS": "20", "STEP_SECONDS": "0.1", "CHECKPOINT_EVERY": "100000", "SEED": "6"}
+FLOW_LABEL = "trainyard.dev/test-upgrade-flow"
+CREATE_EVERY_S = 0.5
+
+
+def load_controller_image(*revision: str) -> str:
+    loaded = trainyard("cluster", "load-image", "controller", "--name", NAME, *revision)
+    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-2000:]
+    return re.search(r"loaded (\S+)", loaded.stdout).group(1)
+
+
+@pytest.fixture(scope="module")
+def previous_package(tmp_path_factory):
+    """The previous release installed on its own (no dependencies: the checkout's environment has them)."""
+    repo = repo_root()
+    release = releases.previous_release(repo)
+    scratch = tmp_path_factory.mktemp("previous-release")
+    source = releases.export_tree(repo, release.commit, scratch / "source")
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                                "--target", str(scratch / "package"), str(source)], capture_output=True, text=True,
+                               timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    version = subprocess.run([sys.executable, "-c", "import trainyard; print(trainyard.__version__)"],
+                             capture_output=True, text=True, env={"PYTHONPATH": str(scratch / "package")}, cwd="/")
+    assert version.stdout.strip() == release.version, (version.stdout, version.stderr)
+    return release, scratch / "package"
+
+
+class CreatingClient(threading.Thread):
+    """Creates a suspended one-GPU TrainJob as a tenant user every CREATE_EVERY_S until stopped; keeps each answer."""
+
+    def __init__(self, cluster, namespace: str):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace = cluster, namespace
+        self.answers: list[tuple[float, str, int, str]] = []  # (time, name, returncode, stderr)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        index = 0
+        while not self.stopping.is_set():
+            name = f"flow-{index:04d}"
+            document = simulated_filler(name)
+            document["metadata"]["namespace"] = self.namespace
+            document["metadata"]["labels"] = {FLOW_LABEL: "true"}
+            document["spec"]["suspend"] = True
+            document["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "100m", "nvidia.com/gpu": "1"},
+                                                               "limits": {"nvidia.com/gpu": "1"}}
+            started = time.time()
+            done = self.cluster.kubectl("create", "-f", "-", user=USERS[self.namespace],
+                                        input_text=yaml.safe_dump(document), timeout=60)
+            self.answers.append((started, name, done.returncode, done.stderr.strip()))
+            index += 1
+            self.stopping.wait(max(0.0, CREATE_EVERY_S - (time.time() - started)))
+
+    @property
+    def created(self) -> list[str]:
+        return [name for _, name, code, _ in self.answers if code == 0]
+
+    @property
+    def refused(self) -> list[tuple[float, str, str]]:
+        return [(at, name, err) for at, name, code, err in self.answers if code != 0]
+
+
+def owned_by(items: list[dict], trainjob: dict) -> list[dict]:
+    return [i for i in items if any(o.get("uid") == trainjob["metadata"]["uid"]
+                                    for o in i["metadata"].get("ownerReferences") or [])]
+
+
+def rank0_pod(cluster, name: str, namespace: str) -> dict:
+    return next(p for p in pods_of_ns(cluster, name, namespace) if p["metadata"]["name"].startswith(f"{name}-node-0-0"))
+
+
+def samples(cluster_name: str, selector: str, start: float, end: float, value: float) -> list[float]:
+    """When the one series `selector` names was recorded with `value` in [start, end]: its raw samples (a range
+    query would fill gaps shorter than Prometheus' five-minute lookback)."""
+    spec = ClusterSpec(**local.read_state(cluster_name)["spec"])
+    url = (f"http://127.0.0.1:{spec.ports.port('prometheus')}/api/v1/query?"
+           + urllib.parse.urlencode({"query": f"{selector}[{int(end - start) + 1}s]", "time": f"{end:.3f}"}))
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        body = json.load(answer)
+    assert body["status"] == "success" and len(body["data"]["result"]) == 1, body
+    return [float(t) for t, v in body["data"]["result"][0]["values"] if float(t) >= start and float(v) == value]
+
+
+@pytest.fixture
+def trainjob_quota(real_cluster):
+    """team-a may hold enough TrainJobs for the client's flow (the stack's 50 restored afterwards)."""
+    quota = next(q for q in real_cluster.items("resourcequotas", "-n", "team-a") if TRAINJOB_COUNT in q["spec"]["hard"])
+    name, before = quota["metadata"]["name"], quota["spec"]["hard"][TRAINJOB_COUNT]
+    patch = lambda value: real_cluster.kubectl("patch", "resourcequota", name, "-n", "team-a", "--type=merge", "-p",  # noqa: E731
+                                               json.dumps({"spec": {"hard": {TRAINJOB_COUNT: value}}}))
+    assert patch("1000").returncode == 0
+    yield
+    patch(before)
+
+
+def test_upgrading_from_the_previous_release_with_training_running_restarts_nothing_and_refuses_nothing(
+        real_cluster, previous_package, trainjob_quota, tmp_path):
+    release, package = previous_package
+    paths = local.ClusterPaths.for_name(NAME)
+    ProcessTable(paths.root).stop(LOCAL_CONTROLLER)
+    spec = ControllerSpec(replicas=REAL_NODES, webhook=WebhookSpec(certificate="provided"))
+    secret, _ = serving_secret(paths.root / "incluster-certs", spec)
+    ca_file = paths.root / "incluster-certs" / "ca.crt"
+
+    old_image = load_controller_image("--revision", "previous")
+    assert old_image.startswith("trainyard.local/controller:"), old_image
+    old_objects = rendered_objects(old_image, REAL_NODES, ca_file, package)
+    old_objects.insert(1, secret)
+    apply(real_cluster, old_objects)
+    rolled_out(real_cluster)
+    admission_answers(real_cluster)
+    old_pods = {p["metadata"]["name"] for p in controller_pods(real_cluster)}
+    assert {c["image"] for p in controller_pods(real_cluster) for c in p["spec"]["containers"]} == {old_image}
+    new_image = load_controller_image()
+    assert new_image != old_image, "the checkout's controller image is the release's: nothing to upgrade"
+    new_objects = rendered_objects(new_image, REAL_NODES, ca_file)
+    new_objects.insert(1, secret)
+
+    try:
+        # Work in flight under the previous release.
+        running = create(real_cluster, trainjob("team-a", "upgrade-running", COMMAND, 4, RUNNING_ENV))
+        waiting = create(real_cluster, trainjob("team-b", "upgrade-waiting", COMMAND, 8, WAITING_ENV))
+        suspended_doc = simulated_filler("upgrade-suspended")
+        suspended_doc["spec"]["suspend"] = True
+        suspended_doc["spec"]["trainer"]["resourcesPerNode"]["requests"]["nvidia.com/gpu"] = "1"
+        suspended_doc["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] = "1"
+        suspended_doc["spec"]["podTemplateOverrides"][0]["metadata"]["annotations"] = {
+            "pod-complete.stage.kwok.x-k8s.io/delay": "5s"}
+        suspended = create(real_cluster, suspended_doc)
+
+        def training() -> list[dict] | None:
+            pods = pods_of_ns(real_cluster, running, "team-a")
+            steps = logs(real_cluster, pods[0]["metadata"]["name"], missing_ok=True) if len(pods) == 2 else None
+            ok = all(p["status"].get("phase") == "Running" for p in pods) and steps and "step 5 " in steps
+            return pods if ok else None
+
+        before = wait_for(training, 300, "the running TrainJob training on both real nodes", 2, error=None)
+        assert before, picture(real_cluster)
+        assert real_cluster.get("jobsets.jobset.x-k8s.io", suspended, "team-a"), "the suspended one's JobSet exists"
+        assert not pods_of_ns(real_cluster, waiting, "team-b") or all(
+            p["status"].get("phase") == "Pending" for p in pods_of_ns(real_cluster, waiting, "team-b"))
+
+        client = CreatingClient(real_cluster, "team-a")
+        client.start()
+        time.sleep(5)
+        upgrade_started = time.time()
+        apply(real_cluster, new_objects)
+        rolled_out(real_cluster)
+        new_pods = {p["metadata"]["name"] for p in controller_pods(real_cluster)}
+        assert new_pods.isdisjoint(old_pods)
+        assert wait_for(lambda: leader(real_cluster) in new_pods, 90, "a new pod leads", 1, error=None), picture(real_cluster)
+        rollout_s = time.time() - upgrade_started
+        time.sleep(10)
+        client.stopping.set()
+        client.join(60)
+
+        # The running job was untouched: its pods are the same, never restarted, and it trained to the end.
+        after = pods_of_ns(real_cluster, running, "team-a")
+        assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in before}, "no pod replaced"
+        statuses = [s for p in after for s in p["status"].get("containerStatuses") or []]
+        assert all(s["restartCount"] == 0 for s in statuses) and all("running" in s["state"] for s in statuses), \
+            ("the running job must still be training after the rollout", statuses)
+        pod0 = rank0_pod(real_cluster, running, "team-a")["metadata"]["name"]
+        complete = finished(real_cluster, running, "team-a", 420)
+        assert complete["type"] == "Complete"
+        text = logs(real_cluster, pod0)
+        assert len(re.findall(r"^step \d+ loss", text, re.M)) == int(RUNNING_ENV["TRAIN_STEPS"]) and final_loss(text)
+
+        # The waiting gang and the suspended TrainJob proceed under the new controller.
+        assert finished(real_cluster, waiting, "team-b", 300)["type"] == "Complete"
+        resumed = real_cluster.kubectl("patch", "trainjob", suspended, "-n", "team-a", "--type=merge", "-p",
+                                       '{"spec": {"suspend": false}}', user=USERS["team-a"])
+        assert resumed.returncode == 0, resumed.stderr
+        assert finished(real_cluster, suspended, "team-a", 180)["type"] == "Complete"
+
+        # Not one create was refused during the rollout; each TrainJob created is there once, built once.
+        assert not client.refused, client.refused
+        assert len(client.created) >= rollout_s / CREATE_EVERY_S / 2, (len(client.created), rollout_s)
+        flow = {t["metadata"]["name"]: t for t in real_cluster.items("trainjobs", "-n", "team-a", "-l", FLOW_LABEL)}
+        assert sorted(flow) == sorted(client.created), "no TrainJob lost or made twice"
+
+        def all_built() -> bool:
+            jobsets = real_cluster.items("jobsets.jobset.x-k8s.io", "-n", "team-a")
+            return all(len(owned_by(jobsets, t)) == 1 for t in flow.values())
+
+        assert wait_for(all_built, 120, "a JobSet for every TrainJob the client created", 2, error=None), \
+            picture(real_cluster)
+        podgroups = real_cluster.items("podgroups.scheduling.volcano.sh", "-n", "team-a")
+        jobsets = real_cluster.items("jobsets.jobset.x-k8s.io", "-n", "team-a")
+        for trainjob_object in flow.values():
+            (jobset,) = owned_by(jobsets, trainjob_object)
+            assert len(owned_by(podgroups, trainjob_object)) == 1 and jobset["spec"].get("suspend") is True
+
+        # The usage record of the running job has a sample at every rule evaluation across the upgrade.
+        first = min(parse_time(p["status"]["startTime"]).timestamp() for p in after)
+        start_epoch = first + 3 * monitoring.SCRAPE_INTERVAL_S
+        end_epoch = parse_time(complete["lastTransitionTime"]).timestamp() - 2 * monitoring.SCRAPE_INTERVAL_S
+        assert start_epoch < upgrade_started and end_epoch > upgrade_started + rollout_s, "the window spans the upgrade"
+        stamps = samples(NAME, f'{monitoring.TRAINJOB_GPUS}{{namespace="team-a",trainjob="{running}"}}',
+                         start_epoch, end_epoch, value=8)
+        gaps = [(a, b) for a, b in zip([start_epoch, *stamps], [*stamps, end_epoch])
+                if b - a > monitoring.SCRAPE_INTERVAL_S + 2]
+        assert stamps and not gaps, (gaps, stamps)
+        print(f"\nupgrade {release.tag} -> checkout: rollout {rollout_s:.0f} s, {len(client.created)} TrainJobs created "
+              f"during it, 0 refused, {len(stamps)} usage samples of the running job without a gap")
+    finally:
+        real_cluster.kubectl("delete", "trainjobs", "-n", "team-a", "-l", FLOW_LABEL, "--wait=true", timeout=300)
+        remove(real_cluster, new_objects)
+        for namespace, name in (("team-a", "upgrade-running"), ("team-b", "upgrade-waiting"),
+                                ("team-a", "upgrade-suspended")):
+            real_cluster.kubectl("delete", "trainjob", name, "-n", namespace, "--ignore-not-found", "--wait=false")
