@@ -63,8 +63,20 @@ def promtool_test(tmp_path: Path, rules: dict, series: list[dict], exprs: list[d
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def placed(pod: str, node: str = "gpu-node-0") -> dict:
+    return {"series": f'kube_pod_info{{namespace="{NS}",pod="{pod}",uid="u-{pod}",node="{node}",'
+                      f'priority_class=""}}', "values": "1x20"}
+
+
+def node_ready(node: str, ready: bool) -> list[dict]:
+    return [{"series": f'kube_node_status_condition{{node="{node}",condition="Ready",status="{status}"}}',
+             "values": f"{int(value)}x20"}
+            for status, value in (("true", ready), ("false", False), ("unknown", not ready))]
+
+
 def all_series() -> list[dict]:
-    return [s for pod, (series, _) in PODS.items() for s in series + phase(pod, RUNNING[pod])]
+    return ([s for pod, (series, _) in PODS.items() for s in series + phase(pod, RUNNING[pod]) + [placed(pod)]]
+            + node_ready("gpu-node-0", True))
 
 
 def test_usage_counts_native_sidecars_and_init_containers_by_the_engine(tmp_path):
@@ -75,8 +87,11 @@ def test_usage_counts_native_sidecars_and_init_containers_by_the_engine(tmp_path
                         for pod, (_, gpus) in PODS.items()]}])
 
 
-def test_the_recording_rule_counts_the_same_gpus_for_running_pods_only(tmp_path):
-    promtool_test(tmp_path, M.recording_rules(), all_series(), [{
+def test_the_recording_rule_counts_the_same_gpus_for_running_pods_only_on_ready_nodes(tmp_path):
+    """A pod on a lost node (Ready unknown: its kubelet stopped posting) still says Running, but holds nothing."""
+    lost = [requests("on-lost-node", "a", 8, node="gpu-node-9"), *phase("on-lost-node", True),
+            placed("on-lost-node", "gpu-node-9"), *node_ready("gpu-node-9", False)]
+    promtool_test(tmp_path, M.recording_rules(), all_series() + lost, [{
         "expr": M.POD_GPUS, "eval_time": "4m",
         "exp_samples": [{"labels": f'{{__name__="{M.POD_GPUS}",namespace="{NS}",pod="{pod}"}}', "value": gpus}
                         for pod, (_, gpus) in PODS.items() if RUNNING[pod]]}])

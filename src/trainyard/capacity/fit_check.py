@@ -12,7 +12,7 @@ from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
 from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, job_refusal_hint, jobs_of, priority_note
-from trainyard.scheduling.cluster_state import Node, QueueUse, hard_tier, nodes_from, number, queue_uses
+from trainyard.scheduling.cluster_state import Node, QueueUse, hard_tier, lost_nodes, nodes_from, number, queue_uses
 from trainyard.scheduling.estimate import DEFAULT_RUN_S
 
 EXIT_FITS, EXIT_WAITS, EXIT_REFUSED = 0, 1, 2
@@ -128,7 +128,8 @@ class LiveReads:
 def capacity_of(snap: live.Snapshot) -> tuple[list[Node], dict[str, QueueUse]]:
     """(nodes with what their pods use, queues with their use and waiting gangs) of a snapshot. Not why each gang
     waits: fit names no other gang's reason (judging 6,000 waiting gangs took half a second)."""
-    return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods)
+    return nodes_from(snap.nodes, snap.pods, snap.hypernodes), queue_uses(snap.queues, snap.pod_groups, snap.pods,
+                                                                               lost=lost_nodes(snap.nodes))
 
 
 def framework_of(runtime: dict) -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
 from trainyard import k8s as K
-from trainyard.scheduling.cluster_state import GPU, Node, nodes_from, queue_uses, weight_shares
+from trainyard.scheduling.cluster_state import GPU, Node, lost_nodes, nodes_from, queue_uses, weight_shares
 from trainyard.scheduling.reservation import waiting_gpus
 from trainyard.controller import constants as C
 from trainyard.controller.runtime.apiserver import ApiServer, Resource
@@ -356,7 +356,7 @@ class ClusterView:
 def cluster_view(api: ApiServer) -> ClusterView:
     snap = snapshot(api, unbound_pods=True, podgroup_events=False)
     nodes = nodes_from(snap.nodes, snap.pods, snap.hypernodes)
-    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods)
+    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, lost=lost_nodes(snap.nodes))
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes), Fraction(0)))
     return ClusterView(snapshot=snap, nodes=nodes,
                        allocated={name: use.allocated.get(GPU, Fraction(0)) for name, use in uses.items()},

@@ -35,8 +35,8 @@ from trainyard.tenant_policy import Budget, BudgetStatus, stalled_from_annotatio
 from trainyard.timestamps import format_epoch
 
 from .live import Snapshot
-from trainyard.scheduling.cluster_state import (FULL_POD_GPUS, GPU, QueueUse, number, nodes_from, queue_uses, resources, waiting_reasons,
-                    weight_shares)
+from trainyard.scheduling.cluster_state import (FULL_POD_GPUS, GPU, QueueUse, number, lost_nodes, nodes_from, queue_uses,
+                                                resources, waiting_reasons, weight_shares)
 
 
 @dataclass
@@ -71,8 +71,8 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
         allocated = node.used.get(GPU, Fraction(0))
         free = node.free(GPU)
         fragmented = free if 0 < free < full_pod_gpus else Fraction(0)
-        report.nodes.append({"node": node.name, "rack": node.rack, "spine": node.spine,
-                             "schedulable": node.schedulable, **_gpu_row(node.name, allocatable, allocated, free, fragmented)})
+        report.nodes.append({"node": node.name, "rack": node.rack, "spine": node.spine, "schedulable": node.schedulable,
+                             "lost": node.lost, **_gpu_row(node.name, allocatable, allocated, free, fragmented)})
         rack = racks.setdefault(node.rack, {"rack": node.rack, "spine": node.spine, "nodes": 0, "allocatable": 0,
                                             "allocated": 0, "free": 0, "fragmented": 0, "largest_free_node": 0})
         rack["nodes"] += 1
@@ -85,7 +85,7 @@ def build_report(snap: Snapshot, full_pod_gpus: int = FULL_POD_GPUS,
                      for key in ("allocatable", "allocated", "free", "fragmented")}
     report.totals["nodes"] = len(nodes)
     why = waiting_reasons(snap.pod_groups, snap.events)
-    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, why)
+    uses = queue_uses(snap.queues, snap.pod_groups, snap.pods, why, lost_nodes(snap.nodes))
     shares = weight_shares(uses, sum((n.allocatable.get(GPU, Fraction(0)) for n in nodes if n.schedulable), Fraction(0)))
     for use in sorted(uses.values(), key=lambda q: q.name):
         report.queues.append({
@@ -140,7 +140,7 @@ def unadmitted_shown(snap: Snapshot, limit: int | None) -> set[str]:
     Pending): only their events say why (`gang_pending.enqueue_cause`), so a text report reads the events of those
     namespaces alone. Events are not in the API server's watch cache (kube-apiserver's `DefaultWatchCacheSizes`),
     so a cluster-wide list of them reads every Event in etcd: seconds at 10,000 TrainJobs."""
-    rows = _pending_in_order(queue_uses(snap.queues, snap.pod_groups, snap.pods))
+    rows = _pending_in_order(queue_uses(snap.queues, snap.pod_groups, snap.pods, lost=lost_nodes(snap.nodes)))
     return {pg.split("/", 1)[0] for _, pg, phase, _ in rows[:limit] if phase == "Pending"}
 
 
@@ -209,6 +209,11 @@ def _table(title: str, rows: list[dict], columns: list[str], limit: int | None =
     return text
 
 
+def _lost_line(nodes: list[dict]) -> list[str]:
+    lost = [n["node"] for n in nodes if n.get("lost")]
+    return [f"Lost nodes (not ready: their pods hold nothing, their GPUs are not offered): {', '.join(lost)}"] if lost else []
+
+
 def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
     """The report as terminal text; tables that grow with the cluster or the workload show their first `limit`
     rows (None: all)."""
@@ -218,6 +223,7 @@ def render_text(report: Report, limit: int | None = TEXT_ROWS) -> str:
         f"GPUs ({GPU}): {totals.get('allocatable', 0)} allocatable, {totals.get('allocated', 0)} allocated, "
         f"{totals.get('free', 0)} free, {totals.get('fragmented', 0)} fragmented "
         f"(free on nodes that cannot host a full {FULL_POD_GPUS}-GPU pod) on {totals.get('nodes', 0)} nodes",
+        *_lost_line(report.nodes),
         _table("GPUs by node", report.nodes, ["node", "rack", "spine", *gpu_cols], limit, "nodes"),
         _table("GPUs by rack", report.racks, ["rack", "spine", "nodes", *gpu_cols, "largest_free_node"]),
         _table(f"Queues ({GPU})", report.queues, ["queue", "state", "weight", "weight_share", "deserved", "capability",

@@ -183,6 +183,35 @@ def load_image(image: str = typer.Argument(..., help="An image trainyard builds:
                   f"of {name!r}", soft_wrap=True)
 
 
+@cluster_app.command("node-down")
+def node_down(node: str = typer.Argument(..., help="A node of the cluster (`kubectl get nodes`)."),
+              name: str = NAME) -> None:
+    """Make a node die, to drill what the platform does with work on it: a real node loses power (its kubelet,
+    containerd and pods' processes killed), a simulated one is no longer kept alive by kwok."""
+    from trainyard.errors import TrainyardError
+    from trainyard.realnodes.node_power import power_off
+
+    try:
+        console.print(power_off(name, node, echo=console.print), soft_wrap=True)
+    except TrainyardError as exc:
+        fail(str(exc))
+    typer.echo(f"the node controller marks it NotReady within its grace period; `trainyard cluster node-up {node}`"
+               " brings it back")
+
+
+@cluster_app.command("node-up")
+def node_up(node: str = typer.Argument(..., help="A node `node-down` stopped."), name: str = NAME) -> None:
+    """Bring back a node `node-down` stopped: a real one's containerd and kubelet start again (its labels and GPU
+    capacity put back); a simulated one is kept alive by kwok again."""
+    from trainyard.errors import TrainyardError
+    from trainyard.realnodes.node_power import power_on
+
+    try:
+        console.print(power_on(name, node, echo=console.print), soft_wrap=True)
+    except TrainyardError as exc:
+        fail(str(exc))
+
+
 def print_status(name: str) -> None:
     info = local.status(name)
     if not info.get("running"):

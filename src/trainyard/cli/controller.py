@@ -74,6 +74,9 @@ def run_command(
                                 "suspended (deserved, final-share, fair-sharing)."),
     reclaim_holds: bool = typer.Option(True, "--reclaim-holds/--no-reclaim-holds",
                                        help="Taint the nodes an eviction frees for its gang until it runs."),
+    node_loss_every: float = typer.Option(10.0, "--node-loss-every", min=0,
+                                          help="Seconds between rounds that tell each TrainJob with pods on a lost "
+                                          "node (Ready False or Unknown) what follows, in a NodeLost Event (0: none)."),
     gang_start_timeout: float = typer.Option(DEFAULT_GANG_START_TIMEOUT_SECONDS, "--gang-start-timeout", min=0,
                                              help="Seconds an admitted gang may hold its queue while the API server "
                                              "refuses its pods for a reason that may pass (a full quota) before it "
@@ -91,7 +94,7 @@ def run_command(
                          companions=start_estimates(start_estimates_every, default_run)
                          + budgets(prometheus, budgets_every)
                          + stall_watch(stalled_after, stalled_log_after, stalled_action)
-                         + gang_reclaim(reclaim, reclaim_holds))
+                         + gang_reclaim(reclaim, reclaim_holds) + node_loss(node_loss_every))
     try:
         run(options)
     except UsageError as err:
@@ -108,6 +111,19 @@ def start_estimates(every_s: float, default_run_s: float) -> tuple:
         from trainyard.capacity.start_estimator import StartEstimator
 
         return StartEstimator(api, period=every_s, default_run_s=default_run_s, leading=leading)
+
+    return (factory,)
+
+
+def node_loss(every_s: float) -> tuple:
+    """The node-loss loop beside the controller (`capacity.node_loss_watcher`), unless `every_s` is 0."""
+    if every_s <= 0:
+        return ()
+
+    def factory(api, leading, metrics=None):
+        from trainyard.capacity.node_loss_watcher import NodeLossWatcher
+
+        return NodeLossWatcher(api, period=every_s, leading=leading)
 
     return (factory,)
 

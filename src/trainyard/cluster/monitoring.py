@@ -207,12 +207,15 @@ def held_gpus(by: str, series: Callable[..., str] = plain_series) -> str:
 
 
 def recording_rules() -> dict:
-    """GPUs held by each running pod (`held_gpus`, while its phase is Running), by namespace (a
+    """GPUs held by each running pod (`held_gpus`, while its phase is Running and its node is Ready: a lost node's
+    pods still say Running, but hold nothing), by namespace (a
     tenant's, with its queue and pinned catalog release), and by TrainJob (its JobSet's pods) with tenant, queue,
     priority class, runtime and catalog release; GPU-hours are their integral over time. Also each tenant queue's
     entitlement (`entitlement_rule`), so usage can split what was held within it from what was borrowed."""
     requests = held_gpus("namespace, pod")
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
+    on_ready_node = ('max by (namespace, pod) (kube_pod_info * on (node) group_left () '
+                     'max by (node) (kube_node_status_condition{condition="Ready",status="true"})) == 1')
     queue, release = series_label(K.NAMESPACE_QUEUE_LABEL), series_label(K.CATALOG_VERSION_LABEL)
     jobset = series_label(POD_LABELS[0])
     tenant = f"max by (namespace, {queue}, {release}) (kube_namespace_labels)"
@@ -221,7 +224,7 @@ def recording_rules() -> dict:
         f'group_left ({jobset}) kube_pod_labels{{{jobset}!=""}}, "trainjob", "$1", "{jobset}", "(.+)") '
         f"* on (namespace, pod) group_left (priority_class) max by (namespace, pod, priority_class) (kube_pod_info))")
     return {"groups": [{"name": "trainyard-usage", "interval": f"{SCRAPE_INTERVAL_S}s", "rules": [
-        {"record": POD_GPUS, "expr": f"{requests} * on (namespace, pod) ({running})"},
+        {"record": POD_GPUS, "expr": f"{requests} * on (namespace, pod) ({running}) * on (namespace, pod) ({on_ready_node})"},
         {"record": TENANT_GPUS,
          "expr": f"sum by (namespace) ({POD_GPUS}) * on (namespace) group_left ({queue}, {release}) {tenant}"},
         {"record": TRAINJOB_GPUS,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
-from trainyard.k8s import GPU_RESOURCE, RACK_LABEL, SPINE_LABEL
+from trainyard.k8s import GPU_RESOURCE, KWOK_NODE_ANNOTATION, RACK_LABEL, SPINE_LABEL
 from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, RECLAIM_CHOICES
 from trainyard.cluster.real_node_spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
@@ -205,7 +205,8 @@ def gpu_node(index: int, spec: ClusterSpec) -> dict:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1],
+                            "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -306,8 +307,14 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
             {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC},
             {"key": "enable-hostpath-provisioner", "value": "true"}]},
+            KWOK_MANAGES_ANNOTATED_NODES,
             *merged_apiserver_patches(real_node_patches(spec, kubelet_client), admission_config)],
     }
+
+
+KWOK_MANAGES_ANNOTATED_NODES = {"name": "kwok-controller", "extraArgs": [
+    {"key": "manage-all-nodes", "value": "false", "override": True},
+    {"key": "manage-nodes-with-annotation-selector", "value": "=".join(KWOK_NODE_ANNOTATION)}]}
 
 
 def merged_apiserver_patches(patches: list[dict], admission_config: Path | None) -> list[dict]:
@@ -331,19 +338,16 @@ def pod_reachable_addresses(spec: ClusterSpec) -> tuple[str, ...]:
 
 
 def real_node_patches(spec: ClusterSpec, kubelet_client: tuple[Path, Path] | None) -> list[dict]:
-    """With real nodes: kwok manages only the nodes annotated `kwok.x-k8s.io/node: fake` (by default it takes
-    over every node, a real kubelet's too); the API server reaches kubelets by InternalIP (node names do not
-    resolve here) with a client certificate the kubelets trust; and pods reach the API server: it listens on
-    every address and advertises the pod bridge's first address as the `kubernetes` Service's endpoint."""
+    """With real nodes (which kwok leaves alone: it manages only nodes annotated as simulated): the API server
+    reaches kubelets by InternalIP (node names do not resolve here) with a client certificate the kubelets trust;
+    and pods reach the API server: it listens on every address and advertises the pod bridge's first address as
+    the `kubernetes` Service's endpoint."""
     if not spec.real_nodes:
         return []
     if kubelet_client is None:
         raise ValueError("a cluster with real nodes needs the API server's kubelet client certificate")
     cert, key = kubelet_client
     return [
-        {"name": "kwok-controller", "extraArgs": [
-            {"key": "manage-all-nodes", "value": "false", "override": True},
-            {"key": "manage-nodes-with-annotation-selector", "value": "kwok.x-k8s.io/node=fake"}]},
         {"name": "kube-apiserver", "extraArgs": [
             {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
             {"key": "kubelet-client-certificate", "value": str(cert)},

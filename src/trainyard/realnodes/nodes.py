@@ -87,7 +87,7 @@ def _drop_root_of_other_images(node: RealNode, images: dict[str, dict]) -> None:
         host.remove_tree(node.containerd_root)
 
 
-def _containerd_answers(node: RealNode) -> Callable[[], bool]:
+def containerd_answers(node: RealNode) -> Callable[[], bool]:
     return lambda: _ctr(node, "version", timeout=5).returncode == 0
 
 
@@ -99,7 +99,7 @@ def _no_running_tasks(node: RealNode) -> Callable[[], bool]:
     return check
 
 
-def _cgroup_empty(node: RealNode) -> Callable[[], bool]:
+def cgroup_empty(node: RealNode) -> Callable[[], bool]:
     return lambda: not host.pids_in_cgroup(node.cgroup_root)
 
 
@@ -200,7 +200,7 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
             str(tool("containerd").path("containerd")), "--config", str(node.directory / "containerd.toml")],
             env=path_env))
     for node in nodes:
-        if not wait_for(_containerd_answers(node), 60, f"containerd of {node.name}", 0.2, error=None):
+        if not wait_for(containerd_answers(node), 60, f"containerd of {node.name}", 0.2, error=None):
             raise ClusterError(f"containerd of {node.name} did not start; see "
                                f"{table.log_dir / (process_name('containerd', node) + '.log')}")
         for record in images.values():
@@ -214,16 +214,16 @@ def start(spec: ClusterSpec, paths: ClusterPaths, table: ProcessTable, kc, echo:
         config.write_text(yaml.safe_dump(node_spec.kubelet_config(node, client_ca=client_ca,
                                                                   resolv_conf=shared / "resolv.conf",
                                                                   system_reserved_memory=reserved)))
-        before = _socket_identity(DEVICE_PLUGIN_SOCKET)
+        before = socket_identity(DEVICE_PLUGIN_SOCKET)
         table.start(ProcessSpec(process_name("kubelet", node), node_spec.kubelet_argv(
             node, kubelet=tool("kube-node").path("kubelet"), config=config, kubeconfig=paths.kubeconfig)))
         # one at a time: each kubelet empties the host-wide device-plugin directory, then binds its socket there
         # (a fixed path, no flag moves it); two starting together race, and the loser never starts its
         # container manager (seen in CI: "bind: address already in use", the node never registers)
-        wait_for(lambda: _socket_identity(DEVICE_PLUGIN_SOCKET) not in (None, before), 60,
+        wait_for(lambda: socket_identity(DEVICE_PLUGIN_SOCKET) not in (None, before), 60,
                  f"the kubelet of {node.name} to bind its device-plugin socket", 0.2, error=None)
     for node in nodes:
-        _label_and_wait_ready(spec, node, kc, table)
+        label_and_wait_ready(spec, node, kc, table)
     _start_kube_proxy(spec, paths, table, nodes[0])
     table.start(ProcessSpec(NETWORK_POLICY, [sys.executable, "-m", "trainyard.realnodes.network_policy_enforcer",
                                              "--kubeconfig", str(paths.kubeconfig),
@@ -237,7 +237,7 @@ DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 `pluginapi.KubeletSocket`, not under --root-dir)."""
 
 
-def _socket_identity(path: Path) -> tuple[int, int] | None:
+def socket_identity(path: Path) -> tuple[int, int] | None:
     """(inode, ctime) of the socket file, None when absent: a new bind makes a new file."""
     try:
         status = path.stat()
@@ -268,7 +268,7 @@ def _stop_kube_proxy(paths: ClusterPaths, table: ProcessTable) -> None:
                        capture_output=True, timeout=60)
 
 
-def _label_and_wait_ready(spec: ClusterSpec, node: RealNode, kc, table: ProcessTable) -> None:
+def label_and_wait_ready(spec: ClusterSpec, node: RealNode, kc, table: ProcessTable) -> None:
     log = table.log_dir / f"{process_name('kubelet', node)}.log"
 
     def registered() -> bool:
@@ -339,7 +339,7 @@ def stop(name: str, paths: ClusterPaths, table: ProcessTable, kc, spec: ClusterS
                     *host.pids_in_cgroup(node.cgroup_root)]:
             if pid_alive(pid):
                 os.kill(pid, 9)
-        wait_for(_cgroup_empty(node), 10, f"{node.name}'s processes gone", 0.1, error=None)
+        wait_for(cgroup_empty(node), 10, f"{node.name}'s processes gone", 0.1, error=None)
         host.unmount_all(node.run_dir, node.directory, node.containerd_root)
     wait_for(lambda: not host.veths_on(node_spec.bridge_name(name)), 10, "pod veths gone", 0.2, error=None)
     host.delete_link(node_spec.bridge_name(name))

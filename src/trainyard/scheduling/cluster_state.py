@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from trainyard.scheduling import fairness
 from trainyard.k8s import parse_quantity
@@ -66,6 +66,8 @@ class Node:
     schedulable: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Mapping, ...] = ()
+    lost: bool = False
+    """Its kubelet stopped reporting or reports it not ready: its pods hold nothing usable (`node_lost`)."""
 
     def free(self, resource: str = GPU) -> Fraction:
         if not self.schedulable:
@@ -84,6 +86,18 @@ def is_active(pod: dict) -> bool:
 
 def pod_resources(pod: dict) -> Resources:
     return pod_requests(pod.get("spec") or {})
+
+
+def node_lost(node: dict) -> bool:
+    """The node's Ready condition is False or Unknown (its kubelet stopped posting, or says it is not ready). Its
+    pods' objects still say Running until they are evicted, then Terminating until the node comes back or is
+    removed; what they hold is gone with the node, so nothing counts it as used (fit, report, queues)."""
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return ready is not None and ready.get("status") != "True"
+
+
+def lost_nodes(node_objs: Iterable[dict]) -> frozenset[str]:
+    return frozenset(str(meta(n).get("name")) for n in node_objs if node_lost(n))
 
 
 def _node_ready(node: dict) -> bool:
@@ -142,10 +156,10 @@ def nodes_from(node_objs: Iterable[dict], pods: Iterable[dict], hypernodes: Iter
                          spine=tiers.get(2) or labels.get(SPINE_LABEL, "-"),
                          allocatable=resources((n.get("status") or {}).get("allocatable")),
                          schedulable=_node_ready(n), labels=dict(labels),
-                         taints=tuple((n.get("spec") or {}).get("taints") or ()))
+                         taints=tuple((n.get("spec") or {}).get("taints") or ()), lost=node_lost(n))
     for pod in pods:
         node = out.get((pod.get("spec") or {}).get("nodeName"))
-        if node is not None and is_active(pod):
+        if node is not None and not node.lost and is_active(pod):
             node.used = add(node.used, pod_resources(pod))
     return sorted(out.values(), key=lambda n: (n.rack, n.name))
 
@@ -249,11 +263,15 @@ class QueueUse:
 
 
 def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterable[dict],
-               why: dict[tuple[str, str], str] | None = None) -> dict[str, QueueUse]:
+               why: dict[tuple[str, str], str] | None = None, lost: Collection[str] = frozenset()) -> dict[str, QueueUse]:
     """Per queue: spec (capability, deserved, guarantee), what its bound pods hold, gangs admitted or waiting.
 
-    `why`: (namespace, PodGroup) -> verdict text for waiting gangs (see `pending_reason`)."""
+    `why`: (namespace, PodGroup) -> verdict text for waiting gangs (see `pending_reason`). `lost`: names of lost
+    nodes (`lost_nodes`), whose pods hold nothing: a gang with members there is not running."""
     why = why or {}
+    pods = list(pods)
+    stranded = set(active_pods_by_group(p for p in pods if (p.get("spec") or {}).get("nodeName") in lost))
+    pods = [p for p in pods if (p.get("spec") or {}).get("nodeName") not in lost] if lost else pods
     pod_groups = [g for g in pod_groups if g.get("apiVersion", K.VOLCANO_API_VERSION) == K.VOLCANO_API_VERSION]
     groups = {pod_group_key(g): g for g in pod_groups}
     out: dict[str, QueueUse] = {}
@@ -264,7 +282,6 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
             capability=resources(spec.get("capability")), deserved=resources(spec.get("deserved")),
             guarantee=resources((spec.get("guarantee") or {}).get("resource")),
             volcano_allocated=resources(status.get("allocated")))
-    pods = list(pods)
     for pod in pods:
         queue = pod_queue(pod, groups)
         if queue in out and is_active(pod):
@@ -282,6 +299,8 @@ def queue_uses(queues: Iterable[dict], pod_groups: Iterable[dict], pods: Iterabl
         if phase in ("Completed",):
             continue
         min_member = int((g.get("spec") or {}).get("minMember") or 1)
+        if key in stranded and bound.get(key, 0) < min_member:
+            continue  # members on a lost node: neither running nor waiting until JobSet's failure policy acts
         if phase == "Running" or max(running, bound.get(key, 0)) >= min_member:
             use.running_gangs += 1
         elif phase in ("Pending", "Inqueue", "Unknown", ""):

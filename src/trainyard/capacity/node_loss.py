@@ -1,0 +1,79 @@
+"""What a lost node means for the TrainJobs that ran on it (pure; the controller's loop is `node_loss_watcher`).
+
+A node is lost when its Ready condition turns False or Unknown (`cluster_state.node_lost`). Its pods' objects
+still say Running, then Terminating once evicted, until the node returns or is removed; their processes are gone
+with the machine. Kubernetes and JobSet decide what follows: the node controller evicts the pods after their
+toleration of an unreachable node, a trainer's peers fail as soon as their collective breaks, the Job fails, and
+JobSet's failure policy restarts the whole gang while restarts remain, or fails the JobSet (and so the TrainJob).
+The platform says so on the TrainJob, once per node loss, and counts nothing those pods hold (fit, report, usage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from trainyard.controller.pod_refusals import owning_jobset_name
+from trainyard.timestamps import parse_time
+
+REASON = "NodeLost"
+
+
+@dataclass(frozen=True)
+class LostNode:
+    name: str
+    status: str  # the Ready condition's status: False or Unknown
+    since: str  # when it turned (RFC 3339)
+    why: str  # its reason and message, as the node controller or kubelet wrote them
+
+
+def lost_node(node: dict) -> LostNode | None:
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") == "True":
+        return None
+    why = " ".join(part for part in (ready.get("reason"), ready.get("message")) if part)
+    return LostNode(node["metadata"]["name"], str(ready.get("status")), str(ready.get("lastTransitionTime") or ""),
+                    why)
+
+
+def stranded(pods: Iterable[dict], trainjob_names: dict[str, list[str]]) -> dict[tuple[str, str], list[dict]]:
+    """(namespace, TrainJob) -> its pods among `pods` (those of the lost nodes): a pod's controller owner is a Job
+    named "<JobSet>-<replicated job>-<index>", and a TrainJob's JobSet carries its name. Finished pods lost
+    nothing."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        owner = next((ref for ref in meta.get("ownerReferences") or []
+                      if ref.get("controller") and ref.get("kind") == "Job"), None)
+        name = owning_jobset_name(owner["name"], trainjob_names.get(meta["namespace"], [])) if owner else None
+        if name:
+            out.setdefault((meta["namespace"], name), []).append(pod)
+    return out
+
+
+def failure_budget(jobset: dict | None) -> str:
+    """What JobSet's failure policy leaves for this TrainJob, in words."""
+    if not jobset:
+        return "its JobSet is gone"
+    limit = int(((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0)
+    used = int((jobset.get("status") or {}).get("restarts") or 0)
+    if limit == 0:
+        return "its JobSet's failure policy allows no restart: when a pod of it fails, the TrainJob fails"
+    left = max(0, limit - used)
+    return (f"its JobSet's failure policy restarts the whole gang when a pod of it fails ({used} of {limit} restarts "
+            f"used, {left} left)" + ("; the next failure fails the TrainJob" if left == 0 else ""))
+
+
+def message(node: LostNode, pods: list[dict], jobset: dict | None) -> str:
+    names = ", ".join(sorted(p["metadata"]["name"] for p in pods))
+    return (f"node {node.name} is lost (Ready {node.status} since {node.since}{': ' + node.why if node.why else ''}); "
+            f"pod(s) {names} of this TrainJob ran there and their GPUs are no longer counted as used. "
+            f"Kubernetes evicts them after their toleration of an unreachable node and {failure_budget(jobset)}.")
+
+
+def event_name(trainjob: str, uid: str, node: LostNode) -> str:
+    """One Event per TrainJob and loss of a node (a node lost again later is a new loss)."""
+    since = int(parse_time(node.since).timestamp()) if node.since else 0
+    return f"{trainjob}.nodelost.{uid[:8]}.{node.name}.{since}"[:253]
