@@ -91,7 +91,8 @@ def _tenant(r: Reader, data: dict, path: str) -> TenantSpec:
                             default_empty_dir_size_limit=str(limits.amount("defaultEmptyDirSizeLimit", positive=True)),
                             max_termination_grace_period_seconds=int(limits.scalar(
                                 "maxTerminationGracePeriodSeconds", minimum=0)),
-                            checkpoint_grace_seconds=int(limits.scalar("checkpointGraceSeconds", minimum=0))),
+                            checkpoint_grace_seconds=int(limits.scalar("checkpointGraceSeconds", minimum=0)),
+                            node_loss_toleration_seconds=int(limits.scalar("nodeLossTolerationSeconds", minimum=0))),
         groups=TenantGroups(admins=groups.names("admins") or TenantGroups.defaults_for(name).admins,
                             users=groups.names("users") or TenantGroups.defaults_for(name).users),
         pod_security=tenant.scalar("podSecurity"),

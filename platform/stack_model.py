@@ -14,7 +14,7 @@ from typing import Union
 from trainyard import __version__
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.tenant_policy import (DEFAULT_CHECKPOINT_GRACE_SECONDS, DEFAULT_GANG_START_TIMEOUT_SECONDS,
-                                     DEFAULT_MAX_GRACE_SECONDS)
+                                     DEFAULT_MAX_GRACE_SECONDS, DEFAULT_NODE_LOSS_TOLERATION_SECONDS)
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
 from trainyard.queues.scheduler_config import SchedulerSettings
@@ -90,6 +90,10 @@ class TenantLimits:
     checkpoint_grace_seconds: int = DEFAULT_CHECKPOINT_GRACE_SECONDS
     """How long reclaim waits for a TrainJob it asked to save a checkpoint (one that reports checkpoints) before it
     suspends it anyway: the waiting gang waits that much longer at most."""
+    node_loss_toleration_seconds: int = DEFAULT_NODE_LOSS_TOLERATION_SECONDS
+    """How long the tenant's pods stay bound to a lost node (not ready, or unreachable) before Kubernetes evicts
+    them, so that the Job fails and JobSet's failure policy restarts or fails the gang
+    (`platform.node_loss_toleration`; Kubernetes' default is 300 s)."""
 
 
 @dataclass(frozen=True)

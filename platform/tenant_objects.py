@@ -30,7 +30,8 @@ def tenant_namespace_annotations(tenant: TenantSpec) -> dict[str, str]:
     limits = tenant.limits
     out = {K.NAMESPACE_DEFAULT_MEMORY_LIMIT_ANNOTATION: limits.default_memory_limit,  # platform.pod_defaults
            K.NAMESPACE_DEFAULT_EPHEMERAL_LIMIT_ANNOTATION: limits.default_ephemeral_storage_limit,
-           K.NAMESPACE_DEFAULT_EMPTYDIR_SIZE_ANNOTATION: limits.default_empty_dir_size_limit}
+           K.NAMESPACE_DEFAULT_EMPTYDIR_SIZE_ANNOTATION: limits.default_empty_dir_size_limit,
+           K.NAMESPACE_NODE_LOSS_TOLERATION_ANNOTATION: str(limits.node_loss_toleration_seconds)}
     if tenant.allowed_priority_classes:
         out[K.NAMESPACE_PRIORITY_CLASSES_ANNOTATION] = ",".join(tenant.allowed_priority_classes)
     if tenant.limits.max_termination_grace_period_seconds != TenantLimits.max_termination_grace_period_seconds:

@@ -9,6 +9,7 @@ import pulumi
 from trainyard.platform import tenant_objects as objs
 from trainyard.platform.components.kube import child, register, with_quota_await
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding, render_gpu_pod_routing_policy
+from trainyard.platform.node_loss_toleration import render_node_loss_binding, render_node_loss_policy
 from trainyard.platform.pod_defaults import render_pod_defaults_binding, render_pod_defaults_policy
 from trainyard.platform.queue_guard import controller_username, render_queue_guard_binding, render_queue_guard_policy
 from trainyard.platform.stack_config import PolicySpec, TenantSpec
@@ -24,14 +25,15 @@ RUNTIME_UPDATE: dict[str, Any] = {"replace_on_changes": ["spec"], "delete_before
 
 
 class Guardrails(pulumi.ComponentResource):
-    """Objects every tenant shares: the queue-guard, GPU-pod routing and pod-defaults policies, the runtime-reader
-    ClusterRole."""
+    """Objects every tenant shares: the queue-guard, GPU-pod routing, pod-defaults and node-loss toleration
+    policies, the runtime-reader ClusterRole."""
 
     def __init__(self, name: str, controller_namespace: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_token("tenants", "Guardrails"), name, None, opts)
         self.queue_guard = register(render_queue_guard_policy(controller_username(controller_namespace)), child(self))
         self.gpu_pod_routing = register(render_gpu_pod_routing_policy(), child(self))
         self.pod_defaults = register(render_pod_defaults_policy(), child(self))
+        self.node_loss = register(render_node_loss_policy(), child(self))
         self.runtime_reader = register(runtime_reader_cluster_role(), child(self))
         self.register_outputs({})
 
@@ -48,7 +50,7 @@ class RuntimeCatalog(pulumi.ComponentResource):
 
 class Tenant(pulumi.ComponentResource):
     """One team: namespace, quotas, LimitRange, RBAC, Volcano queue, queue guard, GPU-pod routing, pod default
-    limits, runtimes, optional NetworkPolicy.
+    limits, node-loss toleration, runtimes, optional NetworkPolicy.
 
     Namespaced objects depend on the Namespace; the queue on its parent queue; the guard and routing bindings
     on the shared policies (the routing binding also on the queue its pods are sent to). `opts.depends_on` (the controller and CRDs) makes `destroy` remove tenants first,
@@ -71,6 +73,7 @@ class Tenant(pulumi.ComponentResource):
         self.routing = register(render_gpu_pod_routing_binding(tenant),
                                 child(self, [guardrails.gpu_pod_routing, namespace, self.queue]))
         self.pod_defaults = register(render_pod_defaults_binding(tenant), child(self, [guardrails.pod_defaults, namespace]))
+        register(render_node_loss_binding(tenant), child(self, [guardrails.node_loss, namespace]))
         if objs.wants_default_deny(tenant, policies):
             register(objs.render_default_deny(tenant), inside)
         for runtime in runtimes:

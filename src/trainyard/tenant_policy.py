@@ -28,6 +28,8 @@ DEFAULT_GANG_START_TIMEOUT_SECONDS = 120
 DEFAULT_MAX_GRACE_SECONDS = 300
 # How long reclaim waits for a checkpoint it asked a tenant's TrainJob for (`scheduling.checkpoints`).
 DEFAULT_CHECKPOINT_GRACE_SECONDS = 60
+DEFAULT_NODE_LOSS_TOLERATION_SECONDS = 60
+"""How long a tenant's pods stay bound to a lost node before eviction (Kubernetes' own default is 300 s)."""
 """What `controller.reclaim`, `trainyard controller run --reclaim` and `cluster up --reclaim` accept."""
 
 

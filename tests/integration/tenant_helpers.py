@@ -13,6 +13,8 @@ from trainyard.k8s import TRAINER_GROUP as GROUP
 from trainyard.k8s import TRAINER_VERSION as VERSION
 from trainyard.k8s import VOLCANO_QUEUE_ANNOTATION as QUEUE_ANNOTATION  # noqa: F401
 from trainyard.platform.gpu_pod_routing import render_gpu_pod_routing_binding
+from trainyard.platform.node_loss_toleration import render_node_loss_binding
+from trainyard.platform.pod_defaults import render_pod_defaults_binding
 from trainyard.platform.queue_guard import render_queue_guard_binding
 from trainyard.platform.stack_config import TenantSpec
 from trainyard.platform.tenant_bundle import shared_bundle, tenant_bundle
@@ -114,12 +116,15 @@ def _dry_run_gpu_pod(cluster, ns: str, jsonpath: str = "{.spec.schedulerName}", 
 
 def wait_admission_policies(cluster, ns: str) -> None:
     """Admission policies bite only once the API server has loaded their new bindings (about a second):
-    probe until a GPU pod is routed to Volcano and given a memory limit, and one created bound to a node is
-    refused."""
+    probe until a GPU pod is routed to Volcano, given a memory limit and the tenant's node-loss toleration, and
+    one created bound to a node is refused."""
     def in_effect() -> bool:
         routed, bound = _dry_run_gpu_pod(cluster, ns), _dry_run_gpu_pod(cluster, ns, nodeName="probe")
         limited = _dry_run_gpu_pod(cluster, ns, "{.spec.containers[0].resources.limits.memory}")
-        return routed == (True, "volcano") and not bound[0] and "denied" in bound[1] and limited[1] != ""
+        tolerated = _dry_run_gpu_pod(cluster, ns, "{.spec.tolerations[?(@.key=='node.kubernetes.io/unreachable')]"
+                                                  ".tolerationSeconds}")
+        return (routed == (True, "volcano") and not bound[0] and "denied" in bound[1] and limited[1] != ""
+                and tolerated[1] not in ("", "300"))
 
     cluster.wait(in_effect, timeout=60, interval=0.5, what=f"the admission policies of {ns} in effect")
 
@@ -162,6 +167,8 @@ def remove_tenant(cluster, spec: TenantSpec) -> None:
     for kind, name in (("queues.scheduling.volcano.sh", spec.queue.name),
                        ("validatingadmissionpolicybinding", render_queue_guard_binding(spec)["metadata"]["name"]),
                        ("mutatingadmissionpolicybinding", render_gpu_pod_routing_binding(spec)["metadata"]["name"]),
+                       ("mutatingadmissionpolicybinding", render_pod_defaults_binding(spec)["metadata"]["name"]),
+                       ("mutatingadmissionpolicybinding", render_node_loss_binding(spec)["metadata"]["name"]),
                        ("clusterrolebinding", f"trainyard:runtime-reader:{spec.name}")):
         cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false")
 

@@ -20,7 +20,7 @@ def tenant(values, catalog):
 
 
 DEFAULT_LIMITS = {"trainyard.dev/default-memory-limit": "64Gi", "trainyard.dev/default-ephemeral-storage-limit": "50Gi",
-                  "trainyard.dev/default-emptydir-size-limit": "16Gi"}
+                  "trainyard.dev/default-emptydir-size-limit": "16Gi", "trainyard.dev/node-loss-toleration-seconds": "60"}
 
 
 def test_namespace_labels(tenant):
@@ -66,6 +66,37 @@ def test_a_negative_checkpoint_grace_is_refused_naming_the_field(values, catalog
     values["tenants"][0].setdefault("limits", {})["checkpointGraceSeconds"] = -5
     with pytest.raises(TrainyardError, match="checkpointGraceSeconds"):
         load_stack(values, file=FILE, catalog=catalog)
+
+
+@pytest.mark.parametrize("seconds, annotation", [(None, "60"), (20, "20"), (0, "0"), (300, "300")])
+def test_a_tenants_node_loss_toleration_reaches_its_namespace_for_the_policy(values, catalog, seconds, annotation):
+    """Always written: the node-loss toleration policy reads it (`platform.node_loss_toleration`)."""
+    from trainyard import k8s as K
+
+    if seconds is not None:
+        values["tenants"][0].setdefault("limits", {})["nodeLossTolerationSeconds"] = seconds
+    namespace = objs.render_namespace(load_stack(values, file=FILE, catalog=catalog).tenants[0], PolicySpec())
+    assert namespace["metadata"]["annotations"][K.NAMESPACE_NODE_LOSS_TOLERATION_ANNOTATION] == annotation
+
+
+def test_a_negative_node_loss_toleration_is_refused_naming_the_field(values, catalog):
+    from trainyard.errors import TrainyardError
+
+    values["tenants"][0].setdefault("limits", {})["nodeLossTolerationSeconds"] = -1
+    with pytest.raises(TrainyardError, match="nodeLossTolerationSeconds"):
+        load_stack(values, file=FILE, catalog=catalog)
+
+
+def test_the_node_loss_policy_reads_the_namespace_and_binds_per_tenant(tenant):
+    from trainyard import k8s as K
+    from trainyard.platform.node_loss_toleration import POLICY_NAME, render_node_loss_binding, render_node_loss_policy
+
+    policy = render_node_loss_policy()
+    assert policy["kind"] == "MutatingAdmissionPolicy" and policy["metadata"]["name"] == POLICY_NAME
+    assert K.NAMESPACE_NODE_LOSS_TOLERATION_ANNOTATION in policy["spec"]["variables"][0]["expression"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+    binding = render_node_loss_binding(tenant)
+    assert binding["spec"]["policyName"] == POLICY_NAME
 
 
 def test_resource_quota(tenant):
