@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.spec import ClusterSpec, kwokctl_config, real_node_patches
+from trainyard.cluster.spec import ClusterSpec, gpu_nodes, kwokctl_config, real_node_patches
 from trainyard.cluster import real_node_spec as S
 
 BINARIES = {name: Path(f"/bin/{name}") for name in (
@@ -143,7 +143,9 @@ def test_real_nodes_carry_the_simulated_nodes_gpu_labels_and_capacity():
     assert {op["path"] for op in patch} == {"/status/capacity/nvidia.com~1gpu", "/status/allocatable/nvidia.com~1gpu"}
 
 
-def test_kwok_leaves_real_nodes_alone_and_the_api_server_reaches_kubelets_by_ip():
+def test_kwok_keeps_only_simulated_nodes_alive_and_the_api_server_reaches_kubelets_by_ip():
+    """kwok manages the nodes annotated as simulated, with real nodes or without: a real kubelet's node is left
+    alone, and a simulated node that loses the annotation dies (`cluster node-down`)."""
     assert real_node_patches(ClusterSpec(), None) == []
     config = kwokctl_config(ClusterSpec(real_nodes=2), BINARIES, (Path("/c.crt"), Path("/c.key")))
     patches = {p["name"]: {a["key"]: a for a in p["extraArgs"]} for p in config["componentsPatches"]}
@@ -154,7 +156,10 @@ def test_kwok_leaves_real_nodes_alone_and_the_api_server_reaches_kubelets_by_ip(
     with pytest.raises(ValueError):
         kwokctl_config(ClusterSpec(real_nodes=1), BINARIES, None)
     simulated = kwokctl_config(ClusterSpec(), BINARIES)
-    assert [p["name"] for p in simulated["componentsPatches"]] == ["kube-controller-manager"], "make up unchanged"
+    assert [p["name"] for p in simulated["componentsPatches"]] == ["kube-controller-manager", "kwok-controller"]
+    assert {a["key"]: a["value"] for a in simulated["componentsPatches"][1]["extraArgs"]} == {
+        "manage-all-nodes": "false", "manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake"}
+    assert all(n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake" for n in gpu_nodes(ClusterSpec()))
 
 
 @pytest.mark.parametrize("count,ok", [(0, True), (2, True), (S.MAX_REAL_NODES, True), (-1, False),
@@ -219,14 +224,14 @@ def test_a_rebound_socket_has_a_new_identity(tmp_path):
     """How `start` tells that the next kubelet may start: the shared device-plugin socket was bound anew."""
     import socket
 
-    from trainyard.realnodes.nodes import _socket_identity
+    from trainyard.realnodes.nodes import socket_identity
 
     path = tmp_path / "kubelet.sock"
-    assert _socket_identity(path) is None
+    assert socket_identity(path) is None
     identities = []
     for _ in range(2):
         path.unlink(missing_ok=True)  # what each kubelet does to the directory before it binds
         with socket.socket(socket.AF_UNIX) as server:
             server.bind(str(path))
-            identities.append(_socket_identity(path))
+            identities.append(socket_identity(path))
     assert None not in identities and identities[0] != identities[1]
