@@ -35,12 +35,12 @@ def has_defaulted_toleration() -> str:
 
 
 def mutation() -> str:
-    """The tolerations again, field by field (the list is replaced whole), the defaulted ones with the tenant's
-    seconds."""
-    item = "Object.spec.tolerations"
-    return (f"Object{{spec: Object.spec{{tolerations: object.spec.tolerations.map(t, {item}{{"
-            "?key: t.?key, ?operator: t.?operator, ?value: t.?value, ?effect: t.?effect, "
-            f"?tolerationSeconds: {_defaulted()} ? optional.of(variables.seconds) : t.?tolerationSeconds}})}}}}")
+    """JSON patches setting the tenant's seconds on the defaulted tolerations, by index (the list is atomic: an
+    ApplyConfiguration may not change it, and a patch replacing it whole with typed items crashes the API server's
+    JSON-patch conversion in v1.36)."""
+    index = "string(object.spec.tolerations.indexOf(t))"
+    return (f"object.spec.tolerations.filter(t, {_defaulted()}).map(t, JSONPatch{{op: \"replace\", "
+            f"path: \"/spec/tolerations/\" + {index} + \"/tolerationSeconds\", value: variables.seconds}})")
 
 
 def render_node_loss_policy() -> dict:
@@ -50,7 +50,7 @@ def render_node_loss_policy() -> dict:
     return pod_create_mutation_policy(
         POLICY_NAME, [{"name": "has-defaulted-node-loss-toleration", "expression": has_defaulted_toleration()}],
         [{"name": "seconds", "expression": seconds}],
-        f"variables.seconds == {API_SERVER_DEFAULT_SECONDS} ? Object{{}} : {mutation()}")
+        f"variables.seconds == {API_SERVER_DEFAULT_SECONDS} ? [] : {mutation()}", patch_type="JSONPatch")
 
 
 def render_node_loss_binding(tenant: TenantSpec) -> dict:

@@ -175,8 +175,9 @@ def admission_policy_binding(kind: str, policy: str, tenant: TenantSpec, **spec:
 
 
 def pod_create_mutation_policy(name: str, match_conditions: list[dict], variables: list[dict],
-                               expression: str) -> dict:
-    """A MutatingAdmissionPolicy applying `expression` (an ApplyConfiguration) to pods at create."""
+                               expression: str, patch_type: str = "ApplyConfiguration") -> dict:
+    """A MutatingAdmissionPolicy applying `expression` (an ApplyConfiguration, or a JSONPatch list: the only way
+    to change an atomic list such as tolerations) to pods at create."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -188,6 +189,7 @@ def pod_create_mutation_policy(name: str, match_conditions: list[dict], variable
                                                     "operations": ["CREATE"]}]},
             "matchConditions": match_conditions,
             "variables": variables,
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}],
+            "mutations": [{"patchType": patch_type, ("jsonPatch" if patch_type == "JSONPatch" else "applyConfiguration"):
+                           {"expression": expression}}],
         },
     }

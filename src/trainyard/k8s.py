@@ -136,9 +136,11 @@ TRACE_TENANT_LABEL = f"{TRAINYARD_DOMAIN}/trace-tenant"
 # kwok (simulated nodes): how long a simulated pod runs before its pod-complete Stage finishes it.
 KWOK_STAGE_GROUP = "kwok.x-k8s.io"
 KWOK_POD_COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
-KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
-"""(key, value) kwok looks for on the nodes it keeps alive (heartbeats, pods): simulated nodes carry it, real
-kubelets' nodes do not, and a simulated node that loses it dies (`trainyard cluster node-down`)."""
+KWOK_NODE_LABEL = ("kwok.x-k8s.io/node", "fake")
+"""(key, value) of the label kwok selects the nodes it keeps alive by (heartbeats, pods): simulated nodes carry
+it, real kubelets' nodes do not, and a simulated node that loses it dies (`trainyard cluster node-down`). A label,
+not an annotation: the API server's watch tells kwok when a node stops matching a label selector, while kwok
+filters annotations itself and would go on renewing the node's lease."""
 
 
 # ---- resource quantities (exact fractions) -------------------------------------------------------

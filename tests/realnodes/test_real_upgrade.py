@@ -8,7 +8,7 @@ under the same field manager while:
 - a real torch TrainJob trains across both real nodes,
 - another tenant's torch gang waits for those GPUs,
 - a suspended TrainJob waits to be resumed,
-- a client creates a TrainJob every half second and counts every refusal.
+- a client creates a TrainJob every second and counts every refusal.
 
 Afterwards: no running pod was restarted, the waiting and suspended TrainJobs run to completion under the new
 controller, every TrainJob the client created exists once with one JobSet and one PodGroup built from it, not
@@ -52,7 +52,7 @@ RUNNING_ENV = {"TRAIN_STEPS": "400", "STEP_SECONDS": "0.5", "CHECKPOINT_EVERY": 
 """About 200 s of training: it starts before the rollout and ends well after the new controller leads."""
 WAITING_ENV = {"TRAIN_STEPS": "20", "STEP_SECONDS": "0.1", "CHECKPOINT_EVERY": "100000", "SEED": "6"}
 FLOW_LABEL = "trainyard.dev/test-upgrade-flow"
-CREATE_EVERY_S = 0.5
+CREATE_EVERY_S = 1.0
 
 
 def load_controller_image(*revision: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
-from trainyard.k8s import GPU_RESOURCE, KWOK_NODE_ANNOTATION, RACK_LABEL, SPINE_LABEL
+from trainyard.k8s import GPU_RESOURCE, KWOK_NODE_LABEL, RACK_LABEL, SPINE_LABEL
 from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, RECLAIM_CHOICES
 from trainyard.cluster.real_node_spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
@@ -102,6 +102,14 @@ class ClusterSpec:
     cluster a TrainJob given a run time that way holds its GPUs that long (what `trainyard usage` counts). A pod
     without the annotation completes at once either way."""
     extra: dict = field(default_factory=dict)
+
+    @property
+    def node_lease_seconds(self) -> int:
+        """How long a simulated node's lease lasts (kwok renews it at a quarter of that): Kubernetes' 40 s, so a
+        node that dies (`cluster node-down`) is NotReady within the node controller's grace of 50 s, as in a real
+        cluster. Above SMALL_CLUSTER_NODES nodes kwokctl's 200 s: the renewals of a thousand nodes every 10 s
+        would load a 2-core control plane."""
+        return 40 if self.nodes <= SMALL_CLUSTER_NODES else 200
 
     def __post_init__(self) -> None:
         problems = []
@@ -205,13 +213,13 @@ def gpu_node(index: int, spec: ClusterSpec) -> dict:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1],
-                            "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 "type": "kwok",
+                KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1],
                 "nvidia.com/gpu.present": "true",
                 "nvidia.com/gpu.product": spec.gpu_product,
                 "nvidia.com/gpu.count": str(spec.gpus_per_node),
@@ -306,15 +314,23 @@ def kwokctl_config(spec: ClusterSpec, binaries: dict[str, Path], kubelet_client:
         },
         "componentsPatches": [{"name": "kube-controller-manager", "extraArgs": [
             {"key": "resource-quota-sync-period", "value": QUOTA_RESYNC},
-            {"key": "enable-hostpath-provisioner", "value": "true"}]},
-            KWOK_MANAGES_ANNOTATED_NODES,
+            {"key": "enable-hostpath-provisioner", "value": "true"},
+            # kwokctl sets 25 s and 3m20s for its 200 s leases; these follow the lease (Kubernetes: 5 s, 50 s)
+            {"key": "node-monitor-period", "value": "5s", "override": True},
+            {"key": "node-monitor-grace-period", "value": f"{spec.node_lease_seconds + 10}s", "override": True}]},
+            {"name": "kwok-controller", "extraArgs": [
+                *KWOK_MANAGES_ANNOTATED_NODES,
+                {"key": "node-lease-duration-seconds", "value": str(spec.node_lease_seconds), "override": True}]},
             *merged_apiserver_patches(real_node_patches(spec, kubelet_client), admission_config)],
     }
 
 
-KWOK_MANAGES_ANNOTATED_NODES = {"name": "kwok-controller", "extraArgs": [
+KWOK_MANAGES_ANNOTATED_NODES = [
     {"key": "manage-all-nodes", "value": "false", "override": True},
-    {"key": "manage-nodes-with-annotation-selector", "value": "=".join(KWOK_NODE_ANNOTATION)}]}
+    {"key": "manage-nodes-with-label-selector", "value": "=".join(KWOK_NODE_LABEL)}]
+"""kwok keeps alive only the nodes annotated as simulated: real kubelets' nodes are left alone, and a simulated
+node that loses the annotation dies (`cluster node-down`)."""
+SMALL_CLUSTER_NODES = 128
 
 
 def merged_apiserver_patches(patches: list[dict], admission_config: Path | None) -> list[dict]:

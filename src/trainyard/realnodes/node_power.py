@@ -6,9 +6,9 @@ node is lost with work on it (`trainyard cluster node-down NODE`, `node-up NODE`
   act. Coming back, containerd and the kubelet start again with their recorded command lines, and the node gets
   its labels and GPU capacity again (a restarting kubelet zeroes extended resources no device plugin of its own
   advertises).
-- A simulated node stops being kept alive: kwok manages only nodes carrying `kwok.x-k8s.io/node: fake`, so without
-  it the node's lease is no longer renewed and its pods are no longer run; the annotation back, kwok takes it up
-  again.
+- A simulated node stops being kept alive: kwok manages only nodes labelled `kwok.x-k8s.io/node: fake`, so without
+  the label the node's lease is no longer renewed and its pods are no longer run; the label back, kwok takes it
+  up again.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def power_off(name: str, node: str, echo: Callable[[str], None] = lambda _: None
     kc = _kubectl(paths)
     if real is None:
         _simulated_or_refuse(kc, node, name)
-        kc("annotate", "node", node, f"{K.KWOK_NODE_ANNOTATION[0]}-")
+        kc("label", "node", node, f"{K.KWOK_NODE_LABEL[0]}-")
         return f"{node}: kwok no longer keeps it alive (its lease expires, its pods stop being run)"
     require_root()
     table = ProcessTable(paths.root)
@@ -93,7 +93,7 @@ def power_on(name: str, node: str, echo: Callable[[str], None] = lambda _: None)
     kc = _kubectl(paths)
     if real is None:
         _simulated_or_refuse(kc, node, name)
-        kc("annotate", "node", node, "--overwrite", "=".join(K.KWOK_NODE_ANNOTATION))
+        kc("label", "node", node, "--overwrite", "=".join(K.KWOK_NODE_LABEL))
         return f"{node}: kwok keeps it alive again"
     require_root()
     table = ProcessTable(paths.root)

@@ -136,9 +136,9 @@ def test_real_nodes_carry_the_simulated_nodes_gpu_labels_and_capacity():
     real = S.node_labels(nodes()[0], gpus=8, gpu_product=spec.gpu_product, rack="rack-0", spine="spine-0",
                          zone=spec.zone, rack_label=RACK_LABEL, spine_label=SPINE_LABEL)
     shared = {k: v for k, v in simulated.items() if k not in ("kubernetes.io/hostname", "kubernetes.io/os",
-                                                               "kubernetes.io/arch", "type")}
+                                                               "kubernetes.io/arch", "type", "kwok.x-k8s.io/node")}
     assert shared.items() <= real.items()
-    assert real["type"] == "real"
+    assert real["type"] == "real" and "kwok.x-k8s.io/node" not in real, "kwok must leave a real kubelet's node alone"
     patch = S.gpu_capacity_patch(8)
     assert {op["path"] for op in patch} == {"/status/capacity/nvidia.com~1gpu", "/status/allocatable/nvidia.com~1gpu"}
 
@@ -150,7 +150,7 @@ def test_kwok_keeps_only_simulated_nodes_alive_and_the_api_server_reaches_kubele
     config = kwokctl_config(ClusterSpec(real_nodes=2), BINARIES, (Path("/c.crt"), Path("/c.key")))
     patches = {p["name"]: {a["key"]: a for a in p["extraArgs"]} for p in config["componentsPatches"]}
     assert patches["kwok-controller"]["manage-all-nodes"] == {"key": "manage-all-nodes", "value": "false", "override": True}
-    assert patches["kwok-controller"]["manage-nodes-with-annotation-selector"]["value"] == "kwok.x-k8s.io/node=fake"
+    assert patches["kwok-controller"]["manage-nodes-with-label-selector"]["value"] == "kwok.x-k8s.io/node=fake"
     assert patches["kube-apiserver"]["kubelet-preferred-address-types"]["value"] == "InternalIP"
     assert patches["kube-apiserver"]["kubelet-client-certificate"]["value"] == "/c.crt"
     with pytest.raises(ValueError):
@@ -158,8 +158,14 @@ def test_kwok_keeps_only_simulated_nodes_alive_and_the_api_server_reaches_kubele
     simulated = kwokctl_config(ClusterSpec(), BINARIES)
     assert [p["name"] for p in simulated["componentsPatches"]] == ["kube-controller-manager", "kwok-controller"]
     assert {a["key"]: a["value"] for a in simulated["componentsPatches"][1]["extraArgs"]} == {
-        "manage-all-nodes": "false", "manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake"}
-    assert all(n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake" for n in gpu_nodes(ClusterSpec()))
+        "manage-all-nodes": "false", "manage-nodes-with-label-selector": "kwok.x-k8s.io/node=fake",
+        "node-lease-duration-seconds": "40"}
+    kcm = {a["key"]: a["value"] for a in simulated["componentsPatches"][0]["extraArgs"]}
+    assert (kcm["node-monitor-grace-period"], kcm["node-monitor-period"]) == ("50s", "5s"), "a lost node seen in 50 s"
+    large = kwokctl_config(ClusterSpec(nodes=1000), BINARIES)
+    assert {a["key"]: a["value"] for a in large["componentsPatches"][1]["extraArgs"]}["node-lease-duration-seconds"] \
+        == "200", "a thousand leases renewed every 10 s would load the control plane"
+    assert all(n["metadata"]["labels"]["kwok.x-k8s.io/node"] == "fake" for n in gpu_nodes(ClusterSpec()))
 
 
 @pytest.mark.parametrize("count,ok", [(0, True), (2, True), (S.MAX_REAL_NODES, True), (-1, False),
