@@ -43,6 +43,9 @@ def controller_cluster_rules() -> list[dict]:
         # JobSets already lets the controller have any pod made); a refused pod's Job is read before the
         # TrainJob is failed for it (pod_refusals.py)
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
+        # a TrainJob pod evicted from a lost node stays Terminating (no kubelet confirms it) and holds its gang's
+        # Jobs in JobSet's foreground deletion: the node-loss loop deletes it for good (`capacity.node_loss`)
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
         # start estimates (`capacity.start_estimator`): what holds the GPUs and where
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},

@@ -151,7 +151,7 @@ class ApiView(Protocol):
     def patch_status(self, resource: Resource, name: str, namespace: str, status: dict) -> dict: ...
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None,
-               propagation: str = "Foreground") -> None: ...
+               propagation: str = "Foreground", grace_seconds: int | None = None) -> None: ...
 
     def event(self, involved: dict, reason: str, message: str, *, name: str | None = None) -> None: ...
 
@@ -294,10 +294,12 @@ class ApiServer:
         return self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None,
-               propagation: str = "Foreground") -> None:
+               propagation: str = "Foreground", grace_seconds: int | None = None) -> None:
+        """`grace_seconds`: 0 deletes a pod at once, without waiting for its kubelet to confirm it stopped."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation,
+                **({"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else {})}
         try:
-            self._call("DELETE", resource.path(namespace, name),
-                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
+            self._call("DELETE", resource.path(namespace, name), body=body)
         except ApiError as exc:
             if exc.status != 404:
                 raise

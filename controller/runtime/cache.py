@@ -205,8 +205,8 @@ class CachedReads:
         return patched
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None,
-               propagation: str = "Foreground") -> None:
-        self.api.delete(resource, name, namespace, propagation)
+               propagation: str = "Foreground", grace_seconds: int | None = None) -> None:
+        self.api.delete(resource, name, namespace, propagation, grace_seconds)
         store = self.stores.get(resource)
         if store is not None:
             store.remove({"metadata": {"name": name, "namespace": namespace}})

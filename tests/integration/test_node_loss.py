@@ -5,7 +5,8 @@ real API server with its node lifecycle, taint eviction, Job and JobSet controll
 - the node turns NotReady, the TrainJob gets a NodeLost Event saying what follows, and the report counts none of
   the GPUs its pod there holds;
 - the pod is evicted after the toleration, its Job fails and JobSet's failure policy restarts the whole gang,
-  which Volcano places again on the nodes left (the lost one's GPUs are not offered);
+  which Volcano places again on the nodes left (the lost one's GPUs are not offered), once the controller has
+  deleted for good the evicted pod the dead node never confirms (JobSet deletes the failed Job in the foreground);
 - the node comes back (`node-up`) and is Ready; the evicted pod is gone.
 """
 
@@ -49,10 +50,14 @@ def tenant(cluster, shared):
 
 @pytest.fixture
 def restartable_runtime(cluster):
-    """The catalog's torch gang with one restart in its JobSet failure policy; pods run ten minutes (kwok)."""
+    """The catalog's torch gang with one restart in its JobSet failure policy and Jobs that fail on their first
+    failed pod (backoffLimit 0: a pod is not replaced on its own, the gang restarts whole); pods run ten minutes
+    (kwok)."""
     name = f"torch-{uuid.uuid4().hex[:6]}"
     runtime = torch_runtime(name, gpus=8)
     runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        job["template"]["spec"]["backoffLimit"] = 0
     pod_template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     pod_template.setdefault("metadata", {})["annotations"] = {K.KWOK_POD_COMPLETE_DELAY_ANNOTATION: "600s"}
     create(cluster, runtime)
@@ -131,8 +136,11 @@ def test_a_lost_node_fails_its_pod_and_the_failure_policy_restarts_the_gang_else
             fresh = [p for p in pods if p.metadata.uid not in {f.metadata.uid for f in first}]
             return (jobset, fresh) if (jobset.get("status") or {}).get("restarts") == 1 and len(fresh) == 2 else None
 
-        jobset, again = cluster.wait(restarted, timeout=TOLERATION_S + 150, interval=2,
+        jobset, again = cluster.wait(restarted, timeout=TOLERATION_S + 240, interval=2,
                                      what="the failure policy restarting the gang")
+        released = cluster.core.list_namespaced_event(
+            tenant.ns, field_selector=f"involvedObject.name={name},reason=NodeLostPodsDeleted").items
+        assert released and first[1].metadata.name in released[0].message, "the evicted pod deleted for good"
         restarted_after = time.time() - lost_at
         assert victim not in {p.spec.node_name for p in again}, "the lost node's GPUs are not offered"
         trainjob = cluster.get_object("trainer.kubeflow.org", "v1alpha1", "trainjobs", name, tenant.ns)

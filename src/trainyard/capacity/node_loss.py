@@ -6,6 +6,12 @@ with the machine. Kubernetes and JobSet decide what follows: the node controller
 toleration of an unreachable node, a trainer's peers fail as soon as their collective breaks, the Job fails, and
 JobSet's failure policy restarts the whole gang while restarts remain, or fails the JobSet (and so the TrainJob).
 The platform says so on the TrainJob, once per node loss, and counts nothing those pods hold (fit, report, usage).
+
+One thing would hold the gang forever: an evicted pod stays Terminating until its kubelet confirms it stopped,
+which a dead node never does, and JobSet deletes a failed gang's Jobs in the foreground, so it cannot recreate them
+while such a pod exists. So the platform deletes an evicted pod of a lost node for good once its grace period has
+passed by `release_after_s` (what Kubernetes' out-of-service taint would have an operator do); a node that comes
+back kills what is left of it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from trainyard.controller.pod_refusals import owning_jobset_name
 from trainyard.timestamps import parse_time
 
 REASON = "NodeLost"
+RELEASED_REASON = "NodeLostPodsDeleted"
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,19 @@ def message(node: LostNode, pods: list[dict], jobset: dict | None) -> str:
     return (f"node {node.name} is lost (Ready {node.status} since {node.since}{': ' + node.why if node.why else ''}); "
             f"pod(s) {names} of this TrainJob ran there and their GPUs are no longer counted as used. "
             f"Kubernetes evicts them after their toleration of an unreachable node and {failure_budget(jobset)}.")
+
+
+def due_for_release(pod: dict, now_s: float, after_s: float) -> bool:
+    """An evicted pod whose grace period (its deletionTimestamp) ended `after_s` ago or more."""
+    deleting = pod["metadata"].get("deletionTimestamp")
+    return bool(deleting) and now_s >= parse_time(deleting).timestamp() + after_s
+
+
+def released_message(node: LostNode, pods: list[dict]) -> str:
+    names = ", ".join(sorted(p["metadata"]["name"] for p in pods))
+    return (f"pod(s) {names} evicted from lost node {node.name} deleted for good (the node cannot confirm they "
+            "stopped): JobSet can now recreate the gang as its failure policy says; if the node comes back, its "
+            "kubelet kills what is left of them.")
 
 
 def event_name(trainjob: str, uid: str, node: LostNode) -> str:

@@ -77,6 +77,11 @@ def run_command(
     node_loss_every: float = typer.Option(10.0, "--node-loss-every", min=0,
                                           help="Seconds between rounds that tell each TrainJob with pods on a lost "
                                           "node (Ready False or Unknown) what follows, in a NodeLost Event (0: none)."),
+    node_loss_release_after: float = typer.Option(60.0, "--node-loss-release-after", min=-1,
+                                                  help="Seconds after an evicted TrainJob pod's grace period ends, "
+                                                  "its node still lost, before it is deleted for good so JobSet "
+                                                  "can recreate the gang (-1: never; an operator's out-of-service "
+                                                  "taint or the node's return does it)."),
     gang_start_timeout: float = typer.Option(DEFAULT_GANG_START_TIMEOUT_SECONDS, "--gang-start-timeout", min=0,
                                              help="Seconds an admitted gang may hold its queue while the API server "
                                              "refuses its pods for a reason that may pass (a full quota) before it "
@@ -94,7 +99,7 @@ def run_command(
                          companions=start_estimates(start_estimates_every, default_run)
                          + budgets(prometheus, budgets_every)
                          + stall_watch(stalled_after, stalled_log_after, stalled_action)
-                         + gang_reclaim(reclaim, reclaim_holds) + node_loss(node_loss_every))
+                         + gang_reclaim(reclaim, reclaim_holds) + node_loss(node_loss_every, node_loss_release_after))
     try:
         run(options)
     except UsageError as err:
@@ -115,7 +120,7 @@ def start_estimates(every_s: float, default_run_s: float) -> tuple:
     return (factory,)
 
 
-def node_loss(every_s: float) -> tuple:
+def node_loss(every_s: float, release_after_s: float) -> tuple:
     """The node-loss loop beside the controller (`capacity.node_loss_watcher`), unless `every_s` is 0."""
     if every_s <= 0:
         return ()
@@ -123,7 +128,8 @@ def node_loss(every_s: float) -> tuple:
     def factory(api, leading, metrics=None):
         from trainyard.capacity.node_loss_watcher import NodeLossWatcher
 
-        return NodeLossWatcher(api, period=every_s, leading=leading)
+        return NodeLossWatcher(api, period=every_s, leading=leading,
+                               release_after_s=None if release_after_s < 0 else release_after_s)
 
     return (factory,)
 

@@ -57,3 +57,22 @@ def test_one_event_per_trainjob_and_loss():
     assert N.event_name("tj", "0123456789", first) == N.event_name("tj", "0123456789", first)
     assert N.event_name("tj", "0123456789", first) != N.event_name("tj", "0123456789", again)
     assert N.event_name("x" * 300, "u", first).__len__() <= 253
+
+
+@pytest.mark.parametrize("deletion, now, after, due", [
+    (None, 10_000, 0, False),  # not evicted: its node may come back
+    ("2026-11-29T01:00:00Z", N.parse_time("2026-11-29T01:00:59Z").timestamp(), 60, False),
+    ("2026-11-29T01:00:00Z", N.parse_time("2026-11-29T01:01:00Z").timestamp(), 60, True),
+    ("2026-11-29T01:00:00Z", N.parse_time("2026-11-29T01:00:00Z").timestamp(), 0, True),
+])
+def test_an_evicted_pod_is_deleted_for_good_once_its_grace_and_the_wait_have_passed(deletion, now, after, due):
+    evicted = pod("p", "j")
+    if deletion:
+        evicted["metadata"]["deletionTimestamp"] = deletion
+    assert N.due_for_release(evicted, now, after) is due
+
+
+def test_the_release_message_names_the_pods_and_what_follows():
+    text = N.released_message(N.lost_node(node("Unknown")), [pod("b", "j"), pod("a", "j")])
+    assert text.startswith("pod(s) a, b evicted from lost node gpu-node-3 deleted for good")
+    assert "JobSet can now recreate the gang" in text

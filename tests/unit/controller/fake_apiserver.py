@@ -93,7 +93,8 @@ class FakeApiServer:
         self.objects[key] = merge_patch(self.objects[key], patch)
         return copy.deepcopy(self.objects[key])
 
-    def delete(self, resource: Resource, name: str, namespace: str | None = None, propagation: str = "Foreground") -> None:
+    def delete(self, resource: Resource, name: str, namespace: str | None = None, propagation: str = "Foreground",
+               grace_seconds: int | None = None) -> None:
         self._record("delete", resource.kind, name)
         self.objects.pop(self._key(resource, name, namespace), None)
 
