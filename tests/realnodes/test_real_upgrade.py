@@ -48,8 +48,8 @@ from waiting import wait_for
 pytestmark = pytest.mark.integration
 
 COMMAND = ["torchrun", "/opt/trainyard/scripts/torch_checkpointed_sgd.py"]
-RUNNING_ENV = {"TRAIN_STEPS": "400", "STEP_SECONDS": "0.5", "CHECKPOINT_EVERY": "100000", "SEED": "5"}
-"""About 200 s of training: it starts before the rollout and ends well after the new controller leads."""
+RUNNING_ENV = {"TRAIN_STEPS": "480", "STEP_SECONDS": "0.5", "CHECKPOINT_EVERY": "100000", "SEED": "5"}
+"""About 240 s of training: a minute of it before the rollout, which it outlasts by far."""
 WAITING_ENV = {"TRAIN_STEPS": "20", "STEP_SECONDS": "0.1", "CHECKPOINT_EVERY": "100000", "SEED": "6"}
 FLOW_LABEL = "trainyard.dev/test-upgrade-flow"
 CREATE_EVERY_S = 1.0
@@ -193,6 +193,9 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
         assert not pods_of_ns(real_cluster, waiting, "team-b") or all(
             p["status"].get("phase") == "Pending" for p in pods_of_ns(real_cluster, waiting, "team-b"))
 
+        # the usage record has the running job before the upgrade begins (a few rule evaluations)
+        first = min(parse_time(p["status"]["startTime"]).timestamp() for p in before)
+        time.sleep(max(0.0, first + 4 * monitoring.SCRAPE_INTERVAL_S - time.time()))
         client = CreatingClient(real_cluster, "team-a")
         client.start()
         time.sleep(5)
@@ -245,7 +248,6 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
             assert len(owned_by(podgroups, trainjob_object)) == 1 and jobset["spec"].get("suspend") is True
 
         # The usage record of the running job has a sample at every rule evaluation across the upgrade.
-        first = min(parse_time(p["status"]["startTime"]).timestamp() for p in after)
         start_epoch = first + 3 * monitoring.SCRAPE_INTERVAL_S
         end_epoch = parse_time(complete["lastTransitionTime"]).timestamp() - 2 * monitoring.SCRAPE_INTERVAL_S
         assert start_epoch < upgrade_started and end_epoch > upgrade_started + rollout_s, "the window spans the upgrade"
