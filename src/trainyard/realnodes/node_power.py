@@ -61,16 +61,25 @@ def _simulated_or_refuse(kc: Callable[..., str], node: str, name: str) -> None:
         raise ClusterError(f"{node!r} is a real node this cluster did not start; stop its kubelet yourself")
 
 
-def power_off(name: str, node: str, echo: Callable[[str], None] = lambda _: None) -> str:
-    """Stop node `node` of cluster `name` as if it died; returns what was done, in words."""
+def _target(name: str, node: str, simulated_label: str) -> tuple[ClusterSpec, ClusterPaths, RealNode | None]:
+    """The cluster and, for a real node, its processes; a simulated node's label is set (`key=value`) or
+    removed (`key-`) here, and None returned for it."""
     spec, paths = _cluster(name)
     real = _real_node(spec, paths, node)
-    kc = _kubectl(paths)
     if real is None:
+        kc = _kubectl(paths)
         _simulated_or_refuse(kc, node, name)
-        kc("label", "node", node, f"{K.KWOK_NODE_LABEL[0]}-")
+        kc("label", "node", node, "--overwrite", simulated_label)
+    else:
+        require_root()
+    return spec, paths, real
+
+
+def power_off(name: str, node: str, echo: Callable[[str], None] = lambda _: None) -> str:
+    """Stop node `node` of cluster `name` as if it died; returns what was done, in words."""
+    _, paths, real = _target(name, node, f"{K.KWOK_NODE_LABEL[0]}-")
+    if real is None:
         return f"{node}: kwok no longer keeps it alive (its lease expires, its pods stop being run)"
-    require_root()
     table = ProcessTable(paths.root)
     for kind in ("kubelet", "containerd"):
         process = process_name(kind, real)
@@ -88,14 +97,9 @@ def power_off(name: str, node: str, echo: Callable[[str], None] = lambda _: None
 
 def power_on(name: str, node: str, echo: Callable[[str], None] = lambda _: None) -> str:
     """Bring node `node` of cluster `name` back; returns what was done, in words, once it is Ready."""
-    spec, paths = _cluster(name)
-    real = _real_node(spec, paths, node)
-    kc = _kubectl(paths)
+    spec, paths, real = _target(name, node, "=".join(K.KWOK_NODE_LABEL))
     if real is None:
-        _simulated_or_refuse(kc, node, name)
-        kc("label", "node", node, "--overwrite", "=".join(K.KWOK_NODE_LABEL))
         return f"{node}: kwok keeps it alive again"
-    require_root()
     table = ProcessTable(paths.root)
     if pid_alive(table.load().get(process_name("kubelet", real), 0) or 0):
         raise ClusterError(f"{node} is running; `trainyard cluster node-down {node}` first")
@@ -107,6 +111,6 @@ def power_on(name: str, node: str, echo: Callable[[str], None] = lambda _: None)
     table.restart(process_name("kubelet", real))
     wait_for(lambda: socket_identity(DEVICE_PLUGIN_SOCKET) not in (None, before), 60,
              f"the kubelet of {node} to bind its device-plugin socket", 0.2, error=None)
-    label_and_wait_ready(spec, real, kc, table)
+    label_and_wait_ready(spec, real, _kubectl(paths), table)
     echo(f"{node} is Ready again with its labels and {spec.gpus_per_node} GPUs")
     return f"{node}: powered on and Ready"
