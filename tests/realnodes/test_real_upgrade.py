@@ -256,7 +256,7 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
         gaps = [(a, b) for a, b in zip([start_epoch, *stamps], [*stamps, end_epoch])
                 if b - a > monitoring.SCRAPE_INTERVAL_S + 2]
         assert stamps and not gaps, (gaps, stamps)
-        print(f"\nupgrade {release.tag} -> checkout: rollout {rollout_s:.0f} s, {len(client.created)} TrainJobs created "
+        print(f"\nupgrade {release.tag} -> checkout: rollout {rollout_s:.0f} s, {len(client.created)} TrainJobs created around it "
               f"during it, 0 refused, {len(stamps)} usage samples of the running job without a gap")
     finally:
         real_cluster.kubectl("delete", "trainjobs", "-n", "team-a", "-l", FLOW_LABEL, "--wait=true", timeout=300)
