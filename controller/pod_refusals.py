@@ -297,6 +297,15 @@ def owning_jobset_name(job_name: str, jobset_names: Iterable[str]) -> str | None
     return best
 
 
+def owning_trainjob(pod: dict, trainjob_names: Iterable[str]) -> str | None:
+    """The TrainJob (among `trainjob_names` of the pod's namespace) a pod belongs to: its controller owner is a Job
+    of the TrainJob's JobSet, which carries the TrainJob's name. Labels a tenant can write are not trusted."""
+    owner = next((ref for ref in pod["metadata"].get("ownerReferences") or []
+                  if ref.get("controller") and ref.get("kind") == "Job"), None)
+    return owning_jobset_name(owner["name"], trainjob_names) if owner else None
+
+
 __all__ = ["REASON_PODS_REFUSED", "EVENT_PODS_REFUSED", "FAILED_CREATE_SELECTOR", "Refusal", "permanent_fix",
            "classify", "pods_to_try", "candidate_events", "confirmed", "has_pods", "refusal_of",
-           "release_due", "counted_from", "released_message", "released_event_name", "EVENT_GANG_RELEASED", "owning_jobset_name"]
+           "release_due", "counted_from", "released_message", "released_event_name", "EVENT_GANG_RELEASED", "owning_jobset_name",
+           "owning_trainjob"]

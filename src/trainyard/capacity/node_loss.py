@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from trainyard.controller.pod_refusals import owning_jobset_name
+from trainyard.controller.pod_refusals import owning_trainjob
+from trainyard.scheduling.cluster_state import node_lost, ready_condition
 from trainyard.timestamps import parse_time
 
 REASON = "NodeLost"
@@ -35,9 +36,9 @@ class LostNode:
 
 
 def lost_node(node: dict) -> LostNode | None:
-    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-    if ready is None or ready.get("status") == "True":
+    if not node_lost(node):
         return None
+    ready = ready_condition(node) or {}
     why = " ".join(part for part in (ready.get("reason"), ready.get("message")) if part)
     return LostNode(node["metadata"]["name"], str(ready.get("status")), str(ready.get("lastTransitionTime") or ""),
                     why)
@@ -52,9 +53,7 @@ def stranded(pods: Iterable[dict], trainjob_names: dict[str, list[str]]) -> dict
         meta = pod["metadata"]
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        owner = next((ref for ref in meta.get("ownerReferences") or []
-                      if ref.get("controller") and ref.get("kind") == "Job"), None)
-        name = owning_jobset_name(owner["name"], trainjob_names.get(meta["namespace"], [])) if owner else None
+        name = owning_trainjob(pod, trainjob_names.get(meta["namespace"], []))
         if name:
             out.setdefault((meta["namespace"], name), []).append(pod)
     return out

@@ -27,10 +27,12 @@ class NodeLossWatcher(Loop):
         """`release_after_s`: None never deletes an evicted pod (the node's return or an operator does)."""
         super().__init__(period)
         self.api, self.leading, self.release_after_s, self.clock = api, leading, release_after_s, clock
+        self.posted: set[str] = set()  # NodeLost Events this replica posted: not read and posted again each round
 
     def step(self) -> list[str]:
         """One round; returns the Events' names posted (or already there)."""
         if not self.leading():
+            self.posted.clear()
             return []
         lost = [n for n in map(node_loss.lost_node, self.api.list(NODES).get("items") or []) if n]
         if not lost:
@@ -45,11 +47,13 @@ class NodeLossWatcher(Loop):
             pods = self.api.list(RESOURCES["Pod"], field_selector=f"spec.nodeName={node.name}").get("items") or []
             for (namespace, name), stranded in sorted(node_loss.stranded(pods, names).items()):
                 trainjob = by_key[(namespace, name)]
-                jobset = self.api.get(RESOURCES["JobSet"], name, namespace)
                 event = node_loss.event_name(name, trainjob["metadata"]["uid"], node)
                 involved = {**trainjob, "apiVersion": K.TRAINER_API_VERSION, "kind": "TrainJob"}
-                self.api.event(involved, node_loss.REASON, node_loss.message(node, stranded, jobset),
-                               component="trainyard-node-loss", name=event)
+                if event not in self.posted:  # a new leader posts again: the fixed name makes that a no-op
+                    jobset = self.api.get(RESOURCES["JobSet"], name, namespace)
+                    self.api.event(involved, node_loss.REASON, node_loss.message(node, stranded, jobset),
+                                   component="trainyard-node-loss", name=event)
+                    self.posted.add(event)
                 posted.append(event)
                 if self.release_after_s is not None:
                     self.release(involved, node, stranded)

@@ -88,11 +88,16 @@ def pod_resources(pod: dict) -> Resources:
     return pod_requests(pod.get("spec") or {})
 
 
+def ready_condition(node: dict) -> dict | None:
+    """The node's Ready condition; None when it reports none (a node object just created)."""
+    return next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+
+
 def node_lost(node: dict) -> bool:
     """The node's Ready condition is False or Unknown (its kubelet stopped posting, or says it is not ready). Its
     pods' objects still say Running until they are evicted, then Terminating until the node comes back or is
     removed; what they hold is gone with the node, so nothing counts it as used (fit, report, queues)."""
-    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = ready_condition(node)
     return ready is not None and ready.get("status") != "True"
 
 
@@ -103,10 +108,8 @@ def lost_nodes(node_objs: Iterable[dict]) -> frozenset[str]:
 def _node_ready(node: dict) -> bool:
     if (node.get("spec") or {}).get("unschedulable"):
         return False
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return True  # no conditions reported (a node object just created): count it
+    ready = ready_condition(node)
+    return ready is None or ready.get("status") == "True"  # no conditions reported yet: count it
 
 
 def _hypernode_parents(hypernodes: Iterable[dict], nodes: list[dict]) -> dict[str, dict[int, str]]:

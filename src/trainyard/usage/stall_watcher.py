@@ -14,7 +14,7 @@ from typing import Callable
 
 from trainyard import k8s as K
 from trainyard.capacity.loop import Loop
-from trainyard.controller.pod_refusals import owning_jobset_name
+from trainyard.controller.pod_refusals import owning_trainjob
 from trainyard.controller.runtime.apiserver import RESOURCES, ApiServer, Resource
 from trainyard.controller.runtime.transport import ApiError
 from trainyard.tenant_policy import StalledTrainJob, stalled_from_annotation, stalled_to_annotation
@@ -40,9 +40,7 @@ def gpu_pods_by_trainjob(pods: list[dict], trainjobs: list[dict]) -> dict[tuple[
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for pod in pods:
         meta = pod["metadata"]
-        owner = next((ref for ref in meta.get("ownerReferences") or []
-                      if ref.get("controller") and ref.get("kind") == "Job"), None)
-        name = owning_jobset_name(owner["name"], names[meta["namespace"]]) if owner else None
+        name = owning_trainjob(pod, names[meta["namespace"]])
         if name and K.pod_spec_holds_gpus(pod.get("spec") or {}) and (pod.get("status") or {}).get("phase") == "Running":
             out[(meta["namespace"], name)].append(pod)
     return out
