@@ -67,9 +67,9 @@ def pods_of(cluster, name: str) -> list[dict]:
 
 
 def logs(cluster, pod: str, namespace: str = "team-a", missing_ok: bool = False) -> str | None:
-    """The pod's log; None if it is gone and `missing_ok`."""
+    """The pod's log; None if it is gone, or its container has not started yet, and `missing_ok`."""
     out = cluster.kubectl("logs", "-n", namespace, pod)
-    if missing_ok and out.returncode and "NotFound" in out.stderr:
+    if missing_ok and out.returncode and ("NotFound" in out.stderr or "is waiting to start" in out.stderr):
         return None
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -183,9 +183,10 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
 
         def training() -> list[dict] | None:
             pods = pods_of_ns(real_cluster, running, "team-a")
-            steps = logs(real_cluster, pods[0]["metadata"]["name"], missing_ok=True) if len(pods) == 2 else None
-            ok = all(p["status"].get("phase") == "Running" for p in pods) and steps and "step 5 " in steps
-            return pods if ok else None
+            if len(pods) != 2 or any(p["status"].get("phase") != "Running" for p in pods):
+                return None  # no log to read before the containers start
+            steps = logs(real_cluster, pods[0]["metadata"]["name"], missing_ok=True)
+            return pods if steps and "step 5 " in steps else None
 
         before = wait_for(training, 300, "the running TrainJob training on both real nodes", 2, error=None)
         assert before, picture(real_cluster)

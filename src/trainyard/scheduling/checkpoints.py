@@ -63,11 +63,12 @@ def saved_seconds(checkpoint: Checkpoint | None, started_at: float | None, now: 
 
 
 def ask_outcome(asked_at: float, checkpoint: Checkpoint | None, now: float, grace_s: float) -> str:
-    """What an ask made at `asked_at` comes to now: `saved` (a checkpoint newer than the ask was reported),
-    `grace-ended`, or `wait`."""
+    """What an ask noted at `asked_at` comes to now: `saved` (a checkpoint newer than the ask was reported),
+    `grace-ended`, or `wait`. The note keeps the ask's second, floored: the ask was made up to a second later, so
+    the grace period runs from the end of that second and the process always gets all of it."""
     if checkpoint is not None and checkpoint.at >= asked_at:
         return SAVED
-    return GRACE_ENDED if now - asked_at >= grace_s else WAIT
+    return GRACE_ENDED if now - asked_at >= grace_s + 1.0 else WAIT
 
 
 def grace_seconds(namespace: dict | None) -> float:

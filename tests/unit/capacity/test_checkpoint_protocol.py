@@ -59,8 +59,9 @@ def test_a_run_keeps_what_its_last_checkpoint_saved_since_it_started(checkpoint,
     (None, T0 + 10, C.WAIT),
     (C.Checkpoint(T0 - 1), T0 + 10, C.WAIT),          # the checkpoint before the ask does not answer it
     (C.Checkpoint(T0 + 3), T0 + 10, C.SAVED),
-    (None, T0 + 60, C.GRACE_ENDED),
-    (C.Checkpoint(T0 - 1), T0 + 61, C.GRACE_ENDED),
+    (None, T0 + 60.9, C.WAIT),                        # asked up to a second after the note's (floored) second
+    (None, T0 + 61, C.GRACE_ENDED),
+    (C.Checkpoint(T0 - 1), T0 + 62, C.GRACE_ENDED),
 ])
 def test_an_ask_ends_with_a_fresh_checkpoint_or_the_grace_period(checkpoint, now, outcome):
     assert C.ask_outcome(T0, checkpoint, now, grace_s=60) == outcome
