@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainyard.benchmarks.declarations import ZERO, Bench, Figure, Target
 from trainyard.benchmarks.prediction_benches import CALIBRATION, ESTIMATES, ESTIMATES_LIVE
+from trainyard.benchmarks.day2_benches import NODE_LOSS_TRACE
 from trainyard.benchmarks.reclaim_benches import GOODPUT
 
 BENCHES: tuple[Bench, ...] = (
@@ -254,7 +255,7 @@ LONG_BENCHES: tuple[Bench, ...] = (
     ),
 )
 
-BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES, ESTIMATES_LIVE, CALIBRATION, GOODPUT)
+BENCHES = BENCHES + (SETUP,) + LONG_BENCHES + (ESTIMATES, ESTIMATES_LIVE, CALIBRATION, GOODPUT, NODE_LOSS_TRACE)
 
 BY_NAME = {bench.name: bench for bench in BENCHES}
 
