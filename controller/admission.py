@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from trainyard import k8s as K
 from . import constants as C
-from . import k8s
+from . import dra, k8s
 from .build import build_objects
 from .errors import ControllerError, InputError
 from .failures import quota_never_fits
@@ -112,7 +112,8 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: D
     jobset = lookup("JobSet", k8s.name_of(trainjob), namespace)
     if jobset:
         cluster.append(jobset)
-    cluster += [found for kind, name, ns in admission_lookups(trainjob) if (found := lookup(kind, name, ns))]
+    cluster += [found for kind, name, ns in admission_lookups(trainjob) + dra.template_refs(trainjob)
+                if (found := lookup(kind, name, ns))]
     try:  # a malformed runtime is reported by validate_trainjob; nothing more to look up for it
         loaded = load_runtime(runtime) if isinstance(runtime, dict) else None
     except InputError:
@@ -126,8 +127,10 @@ def _review_trainjob(new: dict, old: dict | None, lookup: Lookup, dry_run_pod: D
             if name and (found := lookup("PriorityClass", name, None)):
                 cluster.append(found)
     result = validate_trainjob(new, runtime, old, cluster, flux_templates=flux_templates)
+    quotas = (lookup("ResourceQuota", None, namespace) or []) if result.allowed and old is None else []
+    if result.allowed and old is None:
+        result.errors += dra.admission_errors(trainjob, cluster, quotas)
     if result.allowed and loaded and old is None:
-        quotas = lookup("ResourceQuota", None, namespace) or []
         result.errors += quota_errors(trainjob, loaded, cluster, quotas, flux_templates)
     if result.allowed and loaded and not jobset and \
             (old is None or K.mapping(old.get("spec")) != K.mapping(new.get("spec"))):
@@ -198,7 +201,7 @@ def quota_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict], quo
     except ControllerError:
         return []  # validation already named what cannot be built
     jobset = next((o for o in objects if o["kind"] == "JobSet"), None)
-    message = quota_never_fits(jobset, quotas) if jobset is not None else None
+    message = quota_never_fits(jobset, quotas, cluster_objects) if jobset is not None else None
     return [FieldError("spec.trainer.numNodes", "Forbidden", message)] if message else []
 
 

@@ -18,7 +18,7 @@ from . import constants as C
 from .api_core import IMMUTABLE, env_list, local_object_reference, pod_spec_patch, resource_requirements, template_metadata
 from .api_jobset import MAX_NUM_NODES, jobset_spec
 from .seed_topology import NETWORK_POLICY_MODES
-from .schema import DNS1035, Rule, array, boolean, int_or_string, integer, list_map, list_type, obj, preserve_unknown, string, string_map
+from .schema import DNS1035, DNS1123_LABEL, Rule, array, boolean, int_or_string, integer, list_map, list_type, obj, preserve_unknown, string, string_map
 
 NUM_PROC_VALUES = ("auto", "cpu", "gpu")
 
@@ -174,8 +174,28 @@ def trainer_spec() -> dict:
         "env": env_list(),
         "numNodes": num_nodes(),
         "resourcesPerNode": resource_requirements(),
+        "resourceClaimsPerNode": resource_claims_per_node(),
         "numProcPerNode": int_or_string(rules=[NUM_PROC_RULE, NUM_PROC_MAX_RULE]),
-    }, rules=[IMMUTABLE])
+    }, rules=[IMMUTABLE, NO_RESOURCES_CLAIMS_RULE])
+
+
+def _no_resources_claims(trainer: dict) -> bool:
+    return not ((trainer.get("resourcesPerNode") or {}).get("claims"))
+
+
+NO_RESOURCES_CLAIMS_RULE = Rule(
+    "!has(self.resourcesPerNode) || !has(self.resourcesPerNode.claims) || size(self.resourcesPerNode.claims) == 0",
+    "resourcesPerNode.claims is not used (v2.4, KEP-2782); request devices with resourceClaimsPerNode "
+    "(name and resourceClaimTemplateName)", _no_resources_claims)
+
+
+def resource_claims_per_node() -> dict:
+    """KEP-2782: one claim per entry on each trainer pod, made from a ResourceClaimTemplate of the namespace."""
+    claim = obj({
+        "name": string(minLength=1, maxLength=63, pattern=DNS1123_LABEL.pattern),
+        "resourceClaimTemplateName": string(minLength=1, maxLength=253),
+    }, required=["name", "resourceClaimTemplateName"])
+    return array(claim, maxItems=32, **list_map("name"))
 
 
 def runtime_patch() -> dict:

@@ -23,7 +23,7 @@ from trainyard.k8s import format_quantity, parse_quantity
 
 from trainyard import k8s as K
 from . import constants as C
-from . import k8s
+from . import dra, k8s
 from .resources import pod_requests
 from .status import find_condition, set_condition
 
@@ -96,14 +96,17 @@ def queue_failure(missing: list[str]) -> Failure | None:
                    "restore the queue, or name an existing one)")
 
 
-def _gang(jobset: dict) -> list[tuple[str | None, int, dict[str, Fraction]]]:
-    """(priorityClassName, pods, requests per pod) for each replicated job of a JobSet."""
+def _gang(jobset: dict, templates: Iterable[dict] = ()) -> list[tuple[str | None, int, dict[str, Fraction]]]:
+    """(priorityClassName, pods, requests per pod) for each replicated job of a JobSet; with the
+    ResourceClaimTemplates its pods claim from (`templates`), the devices of each class too."""
+    templates = list(templates)
     out = []
     for job in k8s.replicated_jobs(jobset.get("spec") or {}):
         spec = k8s.job_spec(job)
         pods = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
         pod = (spec.get("template") or {}).get("spec") or {}
-        out.append((pod.get("priorityClassName"), pods, pod_requests(pod)))
+        devices = {key: Fraction(count) for key, count in dra.pod_devices(pod, templates, k8s.namespace_of(jobset)).items()}
+        out.append((pod.get("priorityClassName"), pods, {**pod_requests(pod), **devices}))
     return out
 
 
@@ -124,12 +127,15 @@ def _scope_matches(quota: dict, priority_class: str | None) -> bool | None:
 
 
 def _quota_key(resource: str) -> list[str]:
+    if resource.endswith(K.DRA_DEVICES_QUOTA_SUFFIX):
+        return [resource]
     return [f"requests.{resource}", resource] if resource in ("cpu", "memory") else [f"requests.{resource}"]
 
 
-def quota_overrun(jobset: dict, quotas: Iterable[dict]) -> tuple[dict, str, Fraction] | None:
-    """(quota, key, what the gang needs) for the first ResourceQuota whose hard limit the whole gang exceeds."""
-    gang = _gang(jobset)
+def quota_overrun(jobset: dict, quotas: Iterable[dict], objects: Iterable[dict] = ()) -> tuple[dict, str, Fraction] | None:
+    """(quota, key, what the gang needs) for the first ResourceQuota whose hard limit the whole gang exceeds
+    (`objects`: where the ResourceClaimTemplates its pods claim from are found)."""
+    gang = _gang(jobset, objects)
     for quota in quotas:
         hard = (quota.get("spec") or {}).get("hard") or {}
         totals: dict[str, Fraction] = {}
@@ -149,9 +155,9 @@ def quota_overrun(jobset: dict, quotas: Iterable[dict]) -> tuple[dict, str, Frac
 QUOTA_FIX = "reduce numNodes or the resources per node, or ask for a larger quota"
 
 
-def quota_failure(jobset: dict, quotas: Iterable[dict]) -> Failure | None:
+def quota_failure(jobset: dict, quotas: Iterable[dict], objects: Iterable[dict] = ()) -> Failure | None:
     """The first ResourceQuota whose hard limit the whole gang exceeds (it could never run in this namespace)."""
-    found = quota_overrun(jobset, quotas)
+    found = quota_overrun(jobset, quotas, objects)
     if found is None:
         return None
     quota, key, need = found
@@ -161,9 +167,9 @@ def quota_failure(jobset: dict, quotas: Iterable[dict]) -> Failure | None:
                    f"most {key}={hard} in namespace {k8s.namespace_of(jobset)}; it could never start ({QUOTA_FIX})")
 
 
-def quota_never_fits(jobset: dict, quotas: Iterable[dict]) -> str | None:
+def quota_never_fits(jobset: dict, quotas: Iterable[dict], objects: Iterable[dict] = ()) -> str | None:
     """`trainyard fit`'s words for a gang beyond a quota's hard limit (admission refuses it at create)."""
-    found = quota_overrun(jobset, quotas)
+    found = quota_overrun(jobset, quotas, objects)
     if found is None:
         return None
     quota, key, need = found

@@ -4,7 +4,8 @@
 runtime template metadata -> TrainJob `spec.labels`/`spec.annotations` (seed era; also written onto every
 Job template) -> `podTemplateOverrides` (seed era, SMP on the targeted pod templates, later entries win)
 -> `runtimePatches` (metadata merged in list order, spec SMP'd, jobs kept in template order) -> pod sets
-(counts) -> `trainer.resourcesPerNode` merged per key into the trainer `node` container. In a tenant
+(counts) -> `trainer.resourcesPerNode` merged per key into the trainer `node` container -> `trainer.resourceClaimsPerNode`
+onto its pods and that container (`dra.py`). In a tenant
 namespace (its Namespace among `existing`) the pod-group policy is at least a Volcano gang (`tenant_namespace.py`).
 Plugins then mutate the info; component builders turn it into objects.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from trainyard.k8s import json_copy
 from trainyard import k8s as K
 from . import constants as C
-from . import k8s
+from . import dra, k8s
 from .errors import BuildError, ValidationError
 from .smp import JOBSET_MERGE_KEYS, POD_MERGE_KEYS, strategic_merge
 from .tenant_namespace import tenant_pod_group_policy
@@ -98,6 +99,7 @@ def new_runtime_info(trainjob: dict, runtime: dict, existing=()) -> RuntimeInfo:
         existing=tuple(existing),
     )
     _merge_resources_per_node(info)
+    dra.apply_claims(info.spec, trainjob)
     return info
 
 

@@ -14,7 +14,7 @@ from trainyard.openapi import Rule, apply_defaults, prune, to_openapi, validate
 from trainyard.problems import MISSING as _MISSING
 from trainyard.problems import FieldError
 
-__all__ = ["DNS1035", "FieldError", "Rule", "apply_defaults", "array", "boolean", "free_object", "immutable",
+__all__ = ["DNS1035", "DNS1123_LABEL", "FieldError", "Rule", "apply_defaults", "array", "boolean", "free_object", "immutable",
            "int_or_string", "integer", "obj", "prune", "string", "string_map", "to_openapi", "validate", "_MISSING"]
 
 
@@ -96,3 +96,4 @@ def immutable(message: str = "field is immutable") -> Rule:
 
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -18,7 +18,7 @@ from trainyard.k8s import job_pod_spec
 
 from trainyard import k8s as K
 from . import constants as C
-from . import k8s
+from . import dra, k8s
 from .errors import ControllerError, InputError
 from .inputs import load_runtime, load_trainjob, trainjob_schema
 from .plugins import REGISTRY, framework
@@ -76,7 +76,7 @@ def validate_trainjob(trainjob: dict, runtime: dict | None, old: dict | None = N
     result.errors += _volcano_errors(trainjob, runtime, cluster_objects)
     result.errors += tenant_namespace_errors(trainjob, runtime, cluster_objects, old_tj)
     if not result.errors:
-        result.errors += _trial_build_errors(trainjob, runtime, plugins, flux_templates)
+        result.errors += _trial_build_errors(trainjob, runtime, plugins, flux_templates, cluster_objects)
     return result
 
 
@@ -224,10 +224,13 @@ def _volcano_errors(trainjob: dict, runtime: dict, cluster_objects: list[dict]) 
 
 
 def _trial_build_errors(trainjob: dict, runtime: dict, plugins: Sequence[ModuleType],
-                        flux_templates: FluxTemplates | None) -> list[FieldError]:
+                        flux_templates: FluxTemplates | None, cluster_objects: Sequence[dict] = ()) -> list[FieldError]:
+    """A build of the TrainJob on its own, with only the ResourceClaimTemplates it claims from (the GPUs they
+    give a node decide numProcPerNode and the MPI slots): what it cannot build, it could never run."""
     from .build import build_objects
+    templates = [o for o in cluster_objects if o.get("kind") == dra.TEMPLATE_KIND]
     try:
-        build_objects(trainjob, runtime, key_generator=lambda: (b"", b""), plugins=plugins,
+        build_objects(trainjob, runtime, templates, key_generator=lambda: (b"", b""), plugins=plugins,
                       flux_templates=flux_templates)
     except ControllerError as err:
         return [FieldError(err.field or "spec", "Invalid", err.message)]

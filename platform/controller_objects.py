@@ -47,6 +47,8 @@ def controller_cluster_rules() -> list[dict]:
         # Jobs in JobSet's foreground deletion: the node-loss loop deletes it for good (`capacity.node_loss`)
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+        # the GPUs a TrainJob's resourceClaimsPerNode give each node are its templates' (`controller/dra.py`)
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["get"]},
         # start estimates (`capacity.start_estimator`): what holds the GPUs and where
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
         {"apiGroups": [K.VOLCANO_TOPOLOGY_GROUP], "resources": ["hypernodes"], "verbs": ["list"]},

@@ -149,6 +149,14 @@ def _section(r: Reader, values: Mapping[str, Any], key: str, cls: type, required
     return cls(**Section(r, cls, values.get(key), f"{NAMESPACE}:{key}", required=required, empty_ok=True).scalars())
 
 
+def _policies(r: Reader, values: Mapping[str, Any]) -> PolicySpec:
+    """`policies`: its scalar keys, and the list of GPU DeviceClasses (the default when the key is absent)."""
+    section = Section(r, PolicySpec, values.get("policies"), f"{NAMESPACE}:policies", empty_ok=True)
+    classes = section.names("gpuDeviceClasses") if "gpuDeviceClasses" in section.data else \
+        PolicySpec().gpu_device_classes
+    return PolicySpec(**section.scalars(), gpu_device_classes=classes)
+
+
 def _top_scalar(r: Reader, values: Mapping[str, Any], key: str) -> Any:
     """A top-level scalar; booleans may be the strings `pulumi config set` stores."""
     kind, value = value_types(StackConfig, key)[0], values.get(key)
@@ -180,7 +188,7 @@ def parse_stack_config(values: Mapping[str, Any], *, file: str) -> tuple[StackCo
         parent_queues=_each(r, values, "queues", lambda rr, data, path: _queue(Section(rr, QueueSpec, data, path), None)),
         controller=_controller(r, values),
         upstream=_section(r, values, "upstream", UpstreamSpec),
-        policies=_section(r, values, "policies", PolicySpec),
+        policies=_policies(r, values),
     )
     return config, r.problems
 

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Union
 
 from trainyard import __version__
+from trainyard import k8s as K
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.tenant_policy import (DEFAULT_CHECKPOINT_GRACE_SECONDS, DEFAULT_GANG_START_TIMEOUT_SECONDS,
                                      DEFAULT_MAX_GRACE_SECONDS, DEFAULT_NODE_LOSS_TOLERATION_SECONDS)
@@ -298,6 +299,9 @@ class PolicySpec:
     refuse_quota_oversubscription: bool = False
     """Tenant quotas summing above the declared cluster are a warning by default (quota is a ceiling, not a
     reservation); true makes them an error."""
+    gpu_device_classes: tuple[str, ...] = K.DRA_GPU_DEVICE_CLASSES
+    """DRA DeviceClasses whose devices are GPUs: each tenant's GPU quota caps the devices of each class its
+    ResourceClaims request, and a TrainJob claiming GPUs of a class not listed is refused in a tenant namespace."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -255,7 +255,18 @@ def check_tenant_policies(config: StackConfig) -> list[ConfigProblem]:
     if config.policies.pod_security not in POD_SECURITY_LEVELS:
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:policies.podSecurity", f"{config.policies.pod_security!r} is unknown",
                                  f"use one of {', '.join(POD_SECURITY_LEVELS)}"))
+    for index, device_class in enumerate(config.policies.gpu_device_classes):
+        if not DEVICE_CLASS_NAME.match(str(device_class)) or len(str(device_class)) > MAX_DEVICE_CLASS_NAME:
+            out.append(ConfigProblem(config.file, f"{NAMESPACE}:policies.gpuDeviceClasses[{index}]",
+                                     f"{device_class!r} is not a DeviceClass name",
+                                     f"use the name of a DeviceClass (a DNS subdomain of at most {MAX_DEVICE_CLASS_NAME} "
+                                     "characters, such as gpu.nvidia.com), as `kubectl get deviceclasses` lists them"))
     return out
+
+
+DEVICE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_DEVICE_CLASS_NAME = 253 - len(".deviceclass.resource.k8s.io")
+"""Its ResourceQuota key's prefix `<class>.deviceclass.resource.k8s.io` must stay a DNS subdomain."""
 
 
 def check_budgets(config: StackConfig) -> list[ConfigProblem]:

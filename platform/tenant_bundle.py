@@ -14,7 +14,7 @@ from trainyard.platform.tenant_rbac import render_tenant_rbac, runtime_reader_cl
 
 
 def tenant_bundle(spec: TenantSpec, policies: PolicySpec = PolicySpec(pod_security="baseline")) -> list[dict]:
-    return [objs.render_namespace(spec, policies), objs.render_resource_quota(spec), *objs.render_priority_quotas(spec),
+    return [objs.render_namespace(spec, policies), objs.render_resource_quota(spec, policies), *objs.render_priority_quotas(spec),
             objs.render_limit_range(spec), *render_tenant_rbac(spec), objs.render_tenant_queue(spec),
             render_queue_guard_binding(spec), render_gpu_pod_routing_binding(spec), render_pod_defaults_binding(spec),
             render_node_loss_binding(spec)]

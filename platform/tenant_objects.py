@@ -74,7 +74,13 @@ def _meta(tenant: TenantSpec, name: str) -> dict:
     return {"name": name, "namespace": tenant.namespace, "labels": tenant_labels(tenant)}
 
 
-def render_resource_quota(tenant: TenantSpec) -> dict:
+def gpu_device_quota(tenant: TenantSpec, policies: PolicySpec) -> dict[str, str]:
+    """The tenant's GPU quota again for each DRA device class of GPUs: GPUs claimed through DRA count too."""
+    return {f"{device_class}{K.DRA_DEVICES_QUOTA_SUFFIX}": str(tenant.quota.gpu)
+            for device_class in policies.gpu_device_classes}
+
+
+def render_resource_quota(tenant: TenantSpec, policies: PolicySpec = PolicySpec()) -> dict:
     quota = tenant.quota
     return {
         "apiVersion": "v1",
@@ -84,6 +90,7 @@ def render_resource_quota(tenant: TenantSpec) -> dict:
             "requests.cpu": str(quota.cpu),
             "requests.memory": str(quota.memory),
             f"requests.{GPU}": str(quota.gpu),
+            **gpu_device_quota(tenant, policies),
             TRAINJOB_COUNT: str(quota.train_jobs),
         }},
     }

@@ -29,6 +29,7 @@ def _observe_rules() -> list[dict]:
         {"apiGroups": [""], "resources": ["pods", "events"], "verbs": READ},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": READ},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates", "resourceclaims"], "verbs": READ},
     ]
 
 
@@ -41,6 +42,8 @@ def admin_rules() -> list[dict]:
     return [
         *user_rules(),
         {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": READ + WRITE},
+        # the devices its TrainJobs claim per node (resourceClaimsPerNode); the quota caps the GPUs among them
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": READ + WRITE},
         {"apiGroups": [RBAC.split("/")[0]], "resources": ["rolebindings"], "verbs": READ},
     ]
 

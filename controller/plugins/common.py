@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .. import constants as C
 from trainyard import k8s as K
-from .. import k8s
+from .. import dra, k8s
 from ..info import RuntimeInfo
+from ..resources import gpu_count
 
 
 def set_trainer_count_from_num_nodes(info: RuntimeInfo) -> None:
@@ -38,6 +39,15 @@ def resources_per_node(info: RuntimeInfo) -> dict:
     if trainer.get("resourcesPerNode") is not None:
         return trainer["resourcesPerNode"]
     return runtime_node_resources(info) or {}
+
+
+def node_gpus(info: RuntimeInfo) -> int:
+    """GPUs per node: those of `resources_per_node`, else the GPU devices of the TrainJob's
+    `resourceClaimsPerNode` templates (among the objects the build was given; `dra.py`)."""
+    gpus = gpu_count(resources_per_node(info))
+    if gpus or not dra.claims_of(info.trainjob):
+        return gpus
+    return dra.gpus_per_node(info.trainjob, info.existing)
 
 
 def master_host(info: RuntimeInfo) -> str:

@@ -26,9 +26,8 @@ from trainyard import k8s as K
 from .. import k8s
 from ..errors import BuildError
 from ..info import RuntimeInfo
-from ..resources import gpu_count
 from ..schema import FieldError
-from .common import resources_per_node, trainer_count
+from .common import node_gpus, trainer_count
 from .framework import Context
 
 INSTALLER = "flux-installer"
@@ -143,7 +142,7 @@ def entrypoint_script(info: RuntimeInfo, templates: Templates) -> str:
     nodes, tasks = _num_nodes(info), _tasks_per_node(info)
     flags = f"-N {nodes} -n {tasks * nodes}"
     resource_spec = f"--cores={number_range(tasks)}"
-    gpus = gpu_count(resources_per_node(info))
+    gpus = node_gpus(info)
     if gpus > 0:
         flags += f" -g {gpus}"
         resource_spec += f" --gpu={number_range(gpus)}"

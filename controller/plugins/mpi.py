@@ -14,10 +14,9 @@ from trainyard import k8s as K
 from .. import k8s
 from ..errors import ValidationError
 from ..info import RuntimeInfo
-from ..resources import gpu_count
 from ..schema import FieldError
 from ..validation import invalid, ml_policy, reserved_env_errors, runtime_jobs
-from .common import resources_per_node
+from .common import node_gpus
 from .framework import Context, ObjectRef
 
 HOSTFILE_PATH = f"{C.MPI_HOSTFILE_DIR}/{C.MPI_HOSTFILE_NAME}"
@@ -94,7 +93,7 @@ def slots(info: RuntimeInfo) -> int:
         return int(requested)
     value = mpi.get("numProcPerNode", 1)
     if value == 1:
-        gpus = gpu_count(resources_per_node(info))
+        gpus = node_gpus(info)
         if gpus > 1:
             return gpus
     return value

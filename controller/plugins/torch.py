@@ -23,18 +23,19 @@ from ..resources import cpu_count, gpu_count
 from ..schema import FieldError
 from ..validation import invalid, job_containers, ml_policy, reserved_env_errors
 from . import torchtune
-from .common import (master_host, resources_per_node, runtime_node_resources, set_trainer_count_from_num_nodes,
+from .common import (master_host, node_gpus, resources_per_node, runtime_node_resources, set_trainer_count_from_num_nodes,
                      trainer_count, upsert_trainer_env)
 from .framework import Context
 
 
-def resolve_num_proc_per_node(value: int | str | None, resources: dict | None) -> str:
-    """The PET_NPROC_PER_NODE value."""
+def resolve_num_proc_per_node(value: int | str | None, resources: dict | None, claimed_gpus: int = 0) -> str:
+    """The PET_NPROC_PER_NODE value; `claimed_gpus`: the GPUs the TrainJob's resourceClaimsPerNode give a node
+    (KEP-2782: `auto` counts them as GPUs, not the CPUs)."""
     if value is None:
         value = "auto"
     if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
         return str(int(value))
-    if value == "cpu" or (value == "auto" and gpu_count(resources) == 0):
+    if value == "cpu" or (value == "auto" and gpu_count(resources) == 0 and claimed_gpus == 0):
         return str(max(1, cpu_count(resources)))
     if value in ("auto", "gpu"):
         return value
@@ -59,7 +60,7 @@ def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
         nnodes = str(trainer_count(info))
 
     requested = trainer.get("numProcPerNode", torch.get("numProcPerNode"))
-    nproc = resolve_num_proc_per_node(requested, resources_per_node(info))
+    nproc = resolve_num_proc_per_node(requested, resources_per_node(info), node_gpus(info))
 
     pet_env = [
         k8s.env_value(C.TORCH_ENV_NUM_NODES, nnodes),
@@ -96,7 +97,7 @@ def _rewrite_torchtune_command(info: RuntimeInfo, nproc: str) -> None:
     trainer = info.trainer or {}
     new_command = torchtune.command(
         info.name, info.trainjob["spec"]["runtimeRef"]["name"], trainer_count(info),
-        torchtune.int_or_string(nproc), gpu_count(resources_per_node(info)), trainer.get("args") or [], info.spec)
+        torchtune.int_or_string(nproc), node_gpus(info), trainer.get("args") or [], info.spec)
     info.trainjob["spec"]["trainer"] = {**trainer, "command": new_command}
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from .. import constants as C
 from .. import k8s
 from ..info import RuntimeInfo
-from ..resources import gpu_count
 from ..schema import FieldError
 from ..validation import forbidden, ml_policy
-from .common import master_host, node_container_with_num_nodes, resources_per_node, trainer_count
+from .common import master_host, node_container_with_num_nodes, node_gpus, trainer_count
 from .framework import Context
 
 
@@ -26,7 +25,7 @@ def enforce_ml_policy(info: RuntimeInfo, ctx: Context) -> None:
     container = node_container_with_num_nodes(info)
     if container is None:
         return
-    workers = trainer_count(info) * max(1, gpu_count(resources_per_node(info)))
+    workers = trainer_count(info) * max(1, node_gpus(info))
     k8s.upsert_env(container, [
         k8s.env_value("DMLC_TRACKER_URI", master_host(info)),
         k8s.env_value("DMLC_TRACKER_PORT", str(C.CONTAINER_TRAINER_PORT)),

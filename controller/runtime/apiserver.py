@@ -65,6 +65,7 @@ RESOURCES = {r.kind: r for r in [
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
     Resource("v1", "Pod", "pods"),
     Resource("batch/v1", "Job", "jobs"),
+    Resource("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
 ]}
 COSCHEDULING_PODGROUP = Resource(K.COSCHEDULING_API_VERSION, "PodGroup", K.PODGROUPS)
 # The Job controller's word that the API server refused a pod (`pod_refusals.py`): watched, kept in a store.

@@ -32,7 +32,7 @@ from trainyard import k8s as K
 from trainyard.timestamps import now_time
 from .. import constants as C
 from .. import k8s
-from .. import failures, gang_pending, pod_refusals
+from .. import dra, failures, gang_pending, pod_refusals
 from trainyard.toolchain.flux_templates import read_flux_templates
 
 from ..build import build_objects, is_managed_by_us
@@ -63,7 +63,8 @@ def existing_objects(api: ApiView, trainjob: dict, snapshot: dict | None, runtim
                      plugins: Sequence[ModuleType] = REGISTRY, namespace: dict | None = None) -> list[dict]:
     """What an earlier reconcile may have created that this build must see: the runtime snapshot, and what the
     plugins' `owned_objects` name for the runtime the build will use (the snapshot's, else `runtime`, with the
-    gang a tenant `namespace` gives it), so a TrainJob pays no GET for a policy its runtime does not use."""
+    gang a tenant `namespace` gives it), so a TrainJob pays no GET for a policy its runtime does not use; and
+    the ResourceClaimTemplates its `resourceClaimsPerNode` name."""
     document = stored_runtime_document(snapshot) if snapshot is not None else (runtime or {})
     document = tenant_runtime_document(document, namespace)
     refs = [ref for refs in framework.run(plugins, "owned_objects", trainjob, document) for ref in refs]
@@ -72,6 +73,9 @@ def existing_objects(api: ApiView, trainjob: dict, snapshot: dict | None, runtim
         obj = get_typed(api, resource_for(ref.kind, ref.api_version), ref.name, trainjob["metadata"]["namespace"])
         if obj is not None:
             found.append(obj)
+    for kind, name, template_namespace in dra.template_refs(trainjob):  # what its resourceClaimsPerNode give each node
+        if (template := get_typed(api, RESOURCES[kind], name, template_namespace)) is not None:
+            found.append(template)
     return found
 
 
@@ -255,7 +259,7 @@ def _preflight(api: ApiView, namespace: str, objects: list[dict], existing: list
         if exc.status != 403:
             raise
         return None  # not allowed to read quotas: the Job controller's refusal stays the only report
-    return failures.quota_failure(jobset, quotas)
+    return failures.quota_failure(jobset, quotas, existing)
 
 
 def _without_trainer_status(status: dict) -> dict:

@@ -63,7 +63,7 @@ class Tenant(pulumi.ComponentResource):
         super().__init__(type_token("tenants", "Tenant"), name, None, opts)
         namespace = register(objs.render_namespace(tenant, policies), child(self))
         inside = child(self, [namespace])
-        self.quota = register(with_quota_await(objs.render_resource_quota(tenant)), inside)
+        self.quota = register(with_quota_await(objs.render_resource_quota(tenant, policies)), inside)
         for quota in objs.render_priority_quotas(tenant):
             register(with_quota_await(quota), inside)
         register(objs.render_limit_range(tenant), inside)

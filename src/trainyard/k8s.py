@@ -80,6 +80,11 @@ VOLCANO_SCHEDULER_NAME = "volcano"
 COSCHEDULING_POD_GROUP_LABEL = f"{COSCHEDULING_GROUP}/pod-group"
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 GPU_RESOURCE = "nvidia.com/gpu"
+DRA_GPU_DEVICE_CLASSES = ("gpu.nvidia.com",)
+"""DeviceClasses whose devices are GPUs, by default (NVIDIA's DRA driver); a stack's `policies.gpuDeviceClasses`."""
+DRA_DEVICES_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+"""ResourceQuota key `<device class>.deviceclass.resource.k8s.io/devices`: the devices of that class a namespace's
+ResourceClaims may request."""
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 CONTROLLER_NAME = "trainyard-controller"  # the in-cluster controller's Deployment and ServiceAccount
 

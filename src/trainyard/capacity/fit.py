@@ -24,7 +24,7 @@ from fractions import Fraction
 from typing import Iterable
 
 from trainyard import k8s as K
-from trainyard.controller import k8s
+from trainyard.controller import dra, k8s
 from trainyard.controller.resources import pod_requests
 
 from trainyard.scheduling.cluster_state import GPU, Node, QueueUse, Resources, add, number, resources
@@ -43,6 +43,9 @@ class Gang:
     pods: list[Resources]
     topology: dict | None = None
     in_volcano: bool = True  # False: no Volcano queue applies (kube-scheduler or coscheduling places the pods)
+    claimed_devices: Resources = field(default_factory=dict)
+    """Quota key `<device class>.deviceclass.resource.k8s.io/devices` -> devices the gang's pods claim through DRA
+    (`resourceClaimsPerNode`): counted by quotas, not by Volcano queues or the nodes' extended resources."""
 
     @property
     def queue_text(self) -> str:
@@ -93,9 +96,11 @@ def job_refusal_hint(refusal: str) -> str:
     return ""
 
 
-def gang_from_objects(objects: Iterable[dict]) -> Gang:
-    """The gang one reconcile would create: pods from the JobSet, queue/priority/topology from the PodGroup."""
-    objects = list(objects)
+def gang_from_objects(objects: Iterable[dict], templates: Iterable[dict] = ()) -> Gang:
+    """The gang one reconcile would create: pods from the JobSet, queue/priority/topology from the PodGroup, and
+    the devices its pods claim from the ResourceClaimTemplates among `templates`."""
+    objects, templates = list(objects), list(templates)
+    claimed: Resources = {}
     jobset = next((o for o in objects if o.get("kind") == "JobSet"), None)
     group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
     if jobset is None:
@@ -113,6 +118,8 @@ def gang_from_objects(objects: Iterable[dict]) -> Gang:
             continue  # a staged job (initializers): it runs, in its own one-pod groups, before the gang
         count = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
         pods += [pod_requests(pod) for _ in range(count)]
+        for key, devices in dra.pod_devices(pod, templates, k8s.namespace_of(jobset)).items():
+            claimed[key] = claimed.get(key, Fraction(0)) + devices * count
         priority = pod.get("priorityClassName", priority)
         schedulers.add(pod.get("schedulerName") or "default-scheduler")
         pod_queues.add(annotations.get(K.VOLCANO_QUEUE_ANNOTATION))
@@ -124,7 +131,7 @@ def gang_from_objects(objects: Iterable[dict]) -> Gang:
                 priority_class=gspec.get("priorityClassName", priority),
                 min_member=int(gspec.get("minMember") or len(pods)),
                 min_resources=resources(gspec.get("minResources")), pods=pods,
-                topology=gspec.get("networkTopology"))
+                topology=gspec.get("networkTopology"), claimed_devices=claimed)
 
 
 def _fmt(amount: Fraction) -> str:
@@ -148,8 +155,9 @@ def _scope_matches(quota: dict, priority_class: str | None) -> bool:
 
 
 def quota_totals(gang: Gang) -> Resources:
-    """What the gang's pods count in a ResourceQuota (requests.<r>, and cpu/memory also bare; pods)."""
-    out: Resources = {"pods": Fraction(len(gang.pods))}
+    """What the gang's pods count in a ResourceQuota (requests.<r>, and cpu/memory also bare; pods; the devices
+    they claim through DRA)."""
+    out: Resources = {"pods": Fraction(len(gang.pods)), **gang.claimed_devices}
     for name, amount in gang.total.items():
         for key in ([f"requests.{name}", name] if name in ("cpu", "memory") else [f"requests.{name}"]):
             out[key] = out.get(key, Fraction(0)) + amount

@@ -11,7 +11,7 @@ from trainyard.toolchain.flux_templates import read_flux_templates
 from trainyard.controller.errors import ControllerError
 
 from . import estimates, live
-from .fit import REFUSED, check_quota, exit_code, fit, gang_from_objects, job_refusal_hint, jobs_of, priority_note
+from .fit import REFUSED, Gang, check_quota, exit_code, fit, gang_from_objects, job_refusal_hint, jobs_of, priority_note
 from trainyard.scheduling.cluster_state import Node, QueueUse, hard_tier, lost_nodes, nodes_from, number, queue_uses
 from trainyard.scheduling.estimate import DEFAULT_RUN_S
 
@@ -49,13 +49,15 @@ def run_fit(trainjob: dict, kubeconfig: str | None, default_run_s: float = DEFAU
         return lines + [f"refused: runtime {ref.get('kind', 'ClusterTrainingRuntime')} {ref.get('name')} not found"], \
             EXIT_REFUSED
     try:
-        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns), flux_templates=read_flux_templates)
-        gang = gang_from_objects(objects)
+        templates = live.claim_templates(api, trainjob)
+        objects = build_objects(trainjob, runtime, live.namespace_object(api, ns) + templates,
+                                flux_templates=read_flux_templates)
+        gang = gang_from_objects(objects, templates)
     except (ControllerError, ValueError) as err:
         return lines + [f"refused: the controller cannot build it: {err}"], EXIT_REFUSED
     topology = f", networkTopology {gang.topology}" if gang.topology else ""
     gang_line = (f"gang: {len(gang.pods)} pod{'s' if len(gang.pods) != 1 else ''}, {_resources(gang.total)}, "
-                 f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}")
+                 f"{gang.queue_text}, priority class {gang.priority_class or '-'}{topology}{claims_text(gang)}")
     # the dry-run creates go out now, together, while the lists are read; their answers are taken in order below
     group = next((o for o in objects if o.get("kind") == "PodGroup"), None)
     volcano_group = group if group is not None and group.get("apiVersion") == live.PODGROUPS.api_version else None
@@ -194,3 +196,13 @@ def _queue_note(check: str, gang, queues) -> str:
 
 def _resources(values: dict) -> str:
     return ", ".join(f"{k} {number(v)}" for k, v in sorted(values.items())) or "no requests"
+
+
+def claims_text(gang: Gang) -> str:
+    """The devices the gang claims through DRA, said beside its requests: the quota counts them, Volcano's queues
+    and the nodes' extended resources (what the checks below model) do not."""
+    if not gang.claimed_devices:
+        return ""
+    devices = ", ".join(f"{key.removesuffix(K.DRA_DEVICES_QUOTA_SUFFIX)} {number(count)}"
+                        for key, count in sorted(gang.claimed_devices.items()))
+    return f"; claims through DRA: {devices} (counted by quotas, not by queues or node capacity)"

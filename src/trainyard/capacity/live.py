@@ -131,6 +131,7 @@ class RememberedReads(ApiServer):
 def fit_reads(trainjob: dict) -> list[tuple[Resource, str, str | None]]:
     """What `fit`'s admission check and runtime fetch will GET of `trainjob`: its runtime, its JobSet, and what the
     tenant admission reads (`admission_lookups`: the Namespace, the pinned runtime copy, the selected class)."""
+    from trainyard.controller import dra
     from trainyard.controller.runtime.apiserver import RESOURCES
     from trainyard.controller.tenant_namespace import admission_lookups
 
@@ -142,7 +143,7 @@ def fit_reads(trainjob: dict) -> list[tuple[Resource, str, str | None]]:
         wanted.append((kind, ref["name"], namespace if kind == C.TRAINING_RUNTIME_KIND else None))
     if meta.get("name"):
         wanted.append(("JobSet", meta["name"], namespace))
-    wanted += admission_lookups(trainjob)
+    wanted += admission_lookups(trainjob) + dra.template_refs(trainjob)
     return [(RESOURCES[kind], name, ns) for kind, name, ns in wanted if kind in RESOURCES and isinstance(name, str)]
 
 
@@ -300,6 +301,19 @@ def fetch_runtime(api: ApiServer, trainjob: dict) -> dict | None:
     from trainyard.controller.runtime.reconciler import fetch_runtime as controller_fetch
 
     return controller_fetch(api, trainjob)
+
+
+def claim_templates(api: ApiServer, trainjob: dict) -> list[dict]:
+    """The ResourceClaimTemplates the TrainJob's `resourceClaimsPerNode` name, those that exist."""
+    from trainyard.controller import dra
+    from trainyard.controller.runtime.apiserver import RESOURCES
+
+    found = []
+    for kind, name, namespace in dra.template_refs(trainjob):
+        template = api.get(RESOURCES[kind], name, namespace)
+        if template is not None:
+            found.append({**template, "kind": kind, "apiVersion": RESOURCES[kind].api_version})
+    return found
 
 
 def namespace_object(api: ApiServer, namespace: str) -> list[dict]:

@@ -102,7 +102,18 @@ def test_the_node_loss_policy_reads_the_namespace_and_binds_per_tenant(tenant):
 def test_resource_quota(tenant):
     hard = objs.render_resource_quota(tenant)["spec"]["hard"]
     assert hard == {"requests.cpu": "96", "requests.memory": "512Gi", "requests.nvidia.com/gpu": "16",
+                    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16",
                     "count/trainjobs.trainer.kubeflow.org": "100"}
+
+
+def test_the_gpu_quota_also_caps_each_listed_dra_device_class(tenant):
+    policies = PolicySpec(gpu_device_classes=("gpu.nvidia.com", "gpu.example.com"))
+    hard = objs.render_resource_quota(tenant, policies)["spec"]["hard"]
+    assert {k: v for k, v in hard.items() if "deviceclass" in k} == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "16", "gpu.example.com.deviceclass.resource.k8s.io/devices": "16"}
+    allowed, _ = objs.render_priority_quotas(tenant)  # its scope is pods' priority classes; a claim has none
+    assert set(allowed["spec"]["hard"]) == {"requests.nvidia.com/gpu"}
+    assert "deviceclass" not in " ".join(objs.render_resource_quota(tenant, PolicySpec(gpu_device_classes=()))["spec"]["hard"])
 
 
 def test_priority_quotas_allow_listed_classes_and_block_others(tenant):
