@@ -39,13 +39,13 @@ from trainyard.schedtrace.replay import Replay
 from trainyard.schedtrace.summary import summarize
 from trainyard.scheduling.cluster_state import lost_nodes, ready_condition
 from trainyard.scheduling.trace import DEFAULT_TENANTS, generate, offered_gpu_seconds
+from trainyard.tenant_policy import DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS
 from trainyard.toolchain.build import ensure_built
 from trainyard.waiting import wait_for
 
 TOLERATION_S = TenantLimits().node_loss_toleration_seconds
-RELEASE_AFTER_S = 60
-"""The controller's `--node-loss-release-after` default: an evicted pod of a lost node is deleted for good this long
-after its grace period."""
+RELEASE_AFTER_S = DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS
+"""The local cluster's controller deletes an evicted pod of a lost node for good this long after its grace period."""
 POD_GRACE_S = 30
 """The trace pods' termination grace period (Kubernetes' default)."""
 NODE_LOSS_EVERY_S = 10

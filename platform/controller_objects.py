@@ -148,6 +148,7 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
     args += [f"--stalled-after={spec.stalled_after_minutes * 60}",
              f"--stalled-log-after={spec.stalled_log_after_minutes * 60}", f"--stalled-action={spec.stalled_action}"]
     args.append(f"--gang-start-timeout={spec.gang_start_timeout_seconds}")
+    args.append(f"--node-loss-release-after={spec.node_loss_release_after_seconds}")
     if spec.reclaim != "none":
         args += [f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds"]
     if spec.webhook.client_ca_file:  # only the API server's webhook client certificate is answered

@@ -25,6 +25,10 @@ def check_controller_enforcement(config: StackConfig) -> list[ConfigProblem]:
         if minutes < 0:
             out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.{key}", f"{minutes} is below 0",
                                      "give minutes, or 0 to turn it off"))
+    if controller.node_loss_release_after_seconds < -1:
+        out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.nodeLossReleaseAfterSeconds",
+                                 f"{controller.node_loss_release_after_seconds} is below -1",
+                                 "give seconds, or -1 to never delete an evicted pod of a lost node"))
     if controller.stalled_action not in STALL_ACTIONS:
         out.append(ConfigProblem(config.file, f"{NAMESPACE}:controller.stalledAction",
                                  f"{controller.stalled_action!r} is unknown", f"use one of {', '.join(STALL_ACTIONS)}"))

@@ -15,6 +15,7 @@ from trainyard import __version__
 from trainyard import k8s as K
 from trainyard.queues.hypernodes import TopologySpec
 from trainyard.tenant_policy import (DEFAULT_CHECKPOINT_GRACE_SECONDS, DEFAULT_GANG_START_TIMEOUT_SECONDS,
+                                     DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS,
                                      DEFAULT_MAX_GRACE_SECONDS, DEFAULT_NODE_LOSS_TOLERATION_SECONDS)
 from trainyard.queues.priority_classes import PriorityClassSpec
 from trainyard.queues.resources import GPU, quantity
@@ -254,6 +255,10 @@ class ControllerSpec:
     """An admitted gang whose pods the API server keeps refusing for a reason that may pass (a full quota) is
     released after this long: its PodGroup deleted, its JobSet suspended until the queue admits it again (0: never).
     Refusals that cannot pass (Pod Security, LimitRange, an unknown ServiceAccount) fail the TrainJob at once."""
+    node_loss_release_after_seconds: int = DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS
+    """An evicted TrainJob pod of a lost node, which no kubelet will confirm stopped, is deleted for good this long
+    after its grace period, so JobSet can recreate its gang (-1: never; the node's return, or an operator's
+    out-of-service taint, does it)."""
     webhook: WebhookSpec = WebhookSpec()
     """How the API server reaches the admission webhook."""
     metrics: MetricsSpec = MetricsSpec()

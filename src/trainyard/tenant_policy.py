@@ -24,6 +24,9 @@ RECLAIM_CHOICES = ("none",) + RECLAIM_RULES
 # Seconds an admitted gang may hold its queue while the API server refuses its pods for a reason that may pass
 # (a full quota) before the controller releases it (stack controller.gangStartTimeoutSeconds).
 DEFAULT_GANG_START_TIMEOUT_SECONDS = 120
+# Seconds after its grace period before an evicted TrainJob pod of a lost node is deleted for good, so JobSet can
+# recreate its gang (stack controller.nodeLossReleaseAfterSeconds; -1: never).
+DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS = 60
 # The longest terminationGracePeriodSeconds a tenant's TrainJob pods may ask unless its stack entry says otherwise.
 DEFAULT_MAX_GRACE_SECONDS = 300
 # How long reclaim waits for a checkpoint it asked a tenant's TrainJob for (`scheduling.checkpoints`).

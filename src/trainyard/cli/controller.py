@@ -12,7 +12,7 @@ import typer
 
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.controller.runtime.run_command import RunOptions, UsageError, run
-from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS
+from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS
 
 controller_app = typer.Typer(help="trainyard's TrainJob controller (Kubeflow Trainer v2 compatible).",
                              no_args_is_help=True)
@@ -77,7 +77,8 @@ def run_command(
     node_loss_every: float = typer.Option(10.0, "--node-loss-every", min=0,
                                           help="Seconds between rounds that tell each TrainJob with pods on a lost "
                                           "node (Ready False or Unknown) what follows, in a NodeLost Event (0: none)."),
-    node_loss_release_after: float = typer.Option(60.0, "--node-loss-release-after", min=-1,
+    node_loss_release_after: float = typer.Option(DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS, "--node-loss-release-after",
+                                                  min=-1,
                                                   help="Seconds after an evicted TrainJob pod's grace period ends, "
                                                   "its node still lost, before it is deleted for good so JobSet "
                                                   "can recreate the gang (-1: never; an operator's out-of-service "

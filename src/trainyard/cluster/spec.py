@@ -17,7 +17,7 @@ from pathlib import Path
 from trainyard.controller.feature_gates import parse_feature_gates
 from trainyard.controller.runtime.ratelimit import UPSTREAM_BURST, UPSTREAM_QPS
 from trainyard.k8s import GPU_RESOURCE, KWOK_NODE_LABEL, RACK_LABEL, SPINE_LABEL
-from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, RECLAIM_CHOICES
+from trainyard.tenant_policy import DEFAULT_GANG_START_TIMEOUT_SECONDS, DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS, RECLAIM_CHOICES
 from trainyard.cluster.real_node_spec import MAX_REAL_NODES, SERVICE_CIDR, apiserver_cert_sans, dns_address
 
 VOLCANO_NAMESPACE = "volcano-system"
@@ -87,6 +87,8 @@ class ClusterSpec:
     """Seconds a TrainJob may hold GPUs with no trainerStatus progress before the controller flags it stalled."""
     gang_start_timeout: float = DEFAULT_GANG_START_TIMEOUT_SECONDS
     """Seconds an admitted gang may hold its queue while its pods are refused for a reason that may pass."""
+    node_loss_release_after: float = DEFAULT_NODE_LOSS_RELEASE_AFTER_SECONDS
+    """Seconds after its grace period before an evicted TrainJob pod of a lost node is deleted for good (-1: never)."""
     reclaim: str = "none"
     """The controller's gang-aware reclaim (`trainyard controller run --reclaim`): none, or its rule. It takes back
     what elastic queues lend, so it matters only once the stack's `scheduler.queuePlugin` is `capacity`."""

@@ -76,7 +76,7 @@ def start_trainyard_controller(spec: ClusterSpec, paths: ClusterPaths, table: Pr
         f"--status-url=https://{status_host}:{ports.port('controller_status')}",
         f"--kube-api-qps={spec.controller_qps}", f"--kube-api-burst={spec.controller_burst}",
         f"--start-estimates-every={spec.start_estimates_every}", f"--stalled-after={spec.stalled_after}",
-        f"--gang-start-timeout={spec.gang_start_timeout}",
+        f"--gang-start-timeout={spec.gang_start_timeout}", f"--node-loss-release-after={spec.node_loss_release_after}",
         f"--reclaim={spec.reclaim}", "--reclaim-holds" if spec.reclaim_holds else "--no-reclaim-holds",
         *([f"--prometheus=http://127.0.0.1:{ports.port('prometheus')}", f"--budgets-every={spec.budgets_every}"]
           if spec.monitoring else [])]))

@@ -65,7 +65,8 @@ def plan(config: StackConfig, port_base: int = ENGINE_PORT_BASE, speedup: float 
     spec = ClusterSpec(name=f"{ENGINE_CLUSTER_NAME}-{port_base}", port_base=port_base, nodes=len(nodes), gpus_per_node=config.cluster.gpus_per_node,
                        racks=1, spines=1, feature_gates="TrainJobStatus=false", monitoring=False, timed_pods=True,
                        reclaim=reclaim, reclaim_holds=config.controller.reclaim_holds,
-                       gang_start_timeout=float(config.controller.gang_start_timeout_seconds))
+                       gang_start_timeout=float(config.controller.gang_start_timeout_seconds),
+                       node_loss_release_after=float(config.controller.node_loss_release_after_seconds))
     labels = {node_name(index): {config.topology.rack_label: node.rack, K.RACK_LABEL: node.rack,
                                  K.SPINE_LABEL: node.spine}
               for index, node in enumerate(nodes)}

@@ -49,6 +49,8 @@ CASES = [
     ("bad scheduler profile", ("scheduler",), {"profile": "fast"}, "trainyard:scheduler.profile", "allowed values"),
     ("no kube target", ("kubeContext",), None, "trainyard:kubeContext", "no ambient kubeconfig"),
     ("bad pod security", ("tenants", 0, "podSecurity"), "strict", "trainyard:tenants[team-a].podSecurity", "restricted"),
+    ("node-loss release below -1", ("controller",), {"nodeLossReleaseAfterSeconds": -5},
+     "trainyard:controller.nodeLossReleaseAfterSeconds", "-1 to never delete"),
     ("bad GPU device class", ("policies",), {"gpuDeviceClasses": ["gpu.nvidia.com", "GPU_Class"]},
      "trainyard:policies.gpuDeviceClasses[1]", "kubectl get deviceclasses"),
     ("GPU device classes not names", ("policies",), {"gpuDeviceClasses": "gpu.nvidia.com"},

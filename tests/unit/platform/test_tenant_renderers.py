@@ -208,6 +208,13 @@ def test_controller_deployment_runs_the_cli_with_config_image_and_replicas():
     assert container["command"][:3] == ["trainyard", "controller", "run"]
 
 
+@pytest.mark.parametrize("seconds", [60, -1, 0])
+def test_the_controller_deletes_evicted_pods_of_lost_nodes_after_the_stacks_delay(seconds):
+    spec = ControllerSpec(node_loss_release_after_seconds=seconds)
+    command = ctl.render_controller_deployment(spec)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert f"--node-loss-release-after={seconds}" in command
+
+
 def test_webhook_url_mode_for_local_and_service_mode_in_cluster():
     local = ctl.render_controller_webhook(ControllerSpec(webhook=WebhookSpec(url="https://127.0.0.1:26431")), "PEM")
     assert local["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:26431/")
