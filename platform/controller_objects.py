@@ -56,6 +56,8 @@ def controller_cluster_rules() -> list[dict]:
     ]
 
 
+DRAIN_SECONDS = 10
+"""How long a stopping controller pod keeps serving (its preStop sleep) before it is sent SIGTERM."""
 METRICS_READER = "trainyard-metrics-reader"
 """The ClusterRole a Prometheus' ServiceAccount is bound to, to scrape a controller whose /metrics has auth on."""
 
@@ -169,6 +171,9 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
         "command": args,
         "ports": ports,
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}},
+        # a pod told to stop keeps answering webhook calls while the Service's endpoints and every node's proxy
+        # forget it: the API server never sends a call to a pod that is already gone
+        "lifecycle": {"preStop": {"sleep": {"seconds": DRAIN_SECONDS}}},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8081}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -183,7 +188,8 @@ def render_controller_deployment(spec: ControllerSpec) -> dict:
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": {**PART_OF, **selector}},
-                "spec": {"serviceAccountName": NAME, "containers": [container], "volumes": volumes},
+                "spec": {"serviceAccountName": NAME, "containers": [container], "volumes": volumes,
+                         "terminationGracePeriodSeconds": DRAIN_SECONDS + 20},
             },
         },
     }

@@ -38,8 +38,8 @@ from trainyard.paths import repo_root
 from trainyard.platform.stack_config import ControllerSpec, WebhookSpec
 from trainyard.platform.tenant_objects import TRAINJOB_COUNT
 from trainyard.timestamps import parse_time
-from incluster import (admission_answers, apply, controller_pods, leader, picture, remove, rendered_objects, rolled_out,
-                       serving_secret)
+from incluster import (NAMESPACE, admission_answers, apply, controller_pods, ctl, leader, picture, ready, remove,
+                       rendered_objects, rolled_out, serving_secret)
 from realcluster import NAME, REAL_NODES, trainyard
 from test_real_checkpoint_reclaim import USERS, create, final_loss, finished, pods_of_ns, simulated_filler, trainjob
 from test_real_training import logs
@@ -111,6 +111,26 @@ class CreatingClient(threading.Thread):
     @property
     def refused(self) -> list[tuple[float, str, str]]:
         return [(at, name, err) for at, name, code, err in self.answers if code != 0]
+
+
+class ControllerTimeline(threading.Thread):
+    """What the controller's pods were each second (ready, terminating, gone): set beside a refused create, it says
+    which pod the API server's webhook call could have reached."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.cluster, self.stopping, self.changes = cluster, threading.Event(), []
+        self.last: dict[str, str] = {}
+
+    def run(self) -> None:
+        while not self.stopping.wait(1.0):
+            pods = self.cluster.items("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/name={ctl.NAME}")
+            now = {p["metadata"]["name"]: ("terminating" if p["metadata"].get("deletionTimestamp") else
+                                           "ready" if ready(p) else p["status"].get("phase", "?")) for p in pods}
+            for name in sorted(set(now) | set(self.last)):
+                if now.get(name, "gone") != self.last.get(name, "gone"):
+                    self.changes.append((round(time.time(), 1), name, now.get(name, "gone")))
+            self.last = now
 
 
 def owned_by(items: list[dict], trainjob: dict) -> list[dict]:
@@ -198,6 +218,8 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
         first = min(parse_time(p["status"]["startTime"]).timestamp() for p in before)
         time.sleep(max(0.0, first + 4 * monitoring.SCRAPE_INTERVAL_S - time.time()))
         client = CreatingClient(real_cluster, "team-a")
+        timeline = ControllerTimeline(real_cluster)
+        timeline.start()
         client.start()
         time.sleep(5)
         upgrade_started = time.time()
@@ -209,6 +231,7 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
         rollout_s = time.time() - upgrade_started
         time.sleep(10)
         client.stopping.set()
+        timeline.stopping.set()
         client.join(60)
 
         # The running job was untouched: its pods are the same, never restarted, and it trained to the end.
@@ -231,7 +254,8 @@ def test_upgrading_from_the_previous_release_with_training_running_restarts_noth
         assert finished(real_cluster, suspended, "team-a", 180)["type"] == "Complete"
 
         # Not one create was refused during the rollout; each TrainJob created is there once, built once.
-        assert not client.refused, client.refused
+        assert not client.refused, (client.refused, "controller pods:", timeline.changes,
+                                    "answers:", [(round(at, 1), name, code) for at, name, code, _ in client.answers])
         assert len(client.created) >= rollout_s / CREATE_EVERY_S / 2, (len(client.created), rollout_s)
         flow = {t["metadata"]["name"]: t for t in real_cluster.items("trainjobs", "-n", "team-a", "-l", FLOW_LABEL)}
         assert sorted(flow) == sorted(client.created), "no TrainJob lost or made twice"

@@ -206,6 +206,9 @@ def test_controller_deployment_runs_the_cli_with_config_image_and_replicas():
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert deployment["spec"]["replicas"] == 3 and container["image"] == "img@sha256:x"
     assert container["command"][:3] == ["trainyard", "controller", "run"]
+    # a rollout's stopping pod answers webhook calls until routing has forgotten it, then stops within its grace
+    assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": ctl.DRAIN_SECONDS}}
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > ctl.DRAIN_SECONDS
 
 
 @pytest.mark.parametrize("seconds", [60, -1, 0])
