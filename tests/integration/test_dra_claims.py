@@ -15,6 +15,8 @@ import json
 
 import pytest
 
+from trainyard import k8s as K
+
 from builders import new_trainjob, tenant_spec, torch_runtime
 from tenant_helpers import add_tenant, create, create_error, delete_cluster_object, jobset, remove_tenant
 from test_capacity import fit
@@ -32,7 +34,9 @@ def claim_template(name: str, ns: str, count: int, device_class: str = "gpu.nvid
 
 
 def claiming(name: str, runtime: str, ns: str, nodes: int, claims=CLAIMS, **trainer) -> dict:
-    tj = new_trainjob(name, runtime, namespace=ns, nodes=nodes)
+    """A TrainJob claiming per node from `claims`; kwok runs its pods ten minutes (their claims held meanwhile)."""
+    tj = new_trainjob(name, runtime, namespace=ns, nodes=nodes, podTemplateOverrides=[
+        {"targetJobs": [{"name": "node"}], "metadata": {"annotations": {K.KWOK_POD_COMPLETE_DELAY_ANNOTATION: "600s"}}}])
     tj["spec"]["trainer"].update(resourceClaimsPerNode=claims, **trainer)
     return tj
 
@@ -51,14 +55,14 @@ def admin(tenant) -> tuple[str, str]:
 
 
 def quota_used(cluster, ns: str) -> str | None:
-    quota = json.loads(cluster.kubectl("get", "resourcequota", "tenant-quota", "-n", ns, "-o", "json").stdout)
+    quota = json.loads(cluster.kubectl("get", "resourcequota", "tenant-quota", "-n", ns, "-o", "json"))
     return (quota.get("status") or {}).get("used", {}).get(DEVICES)
 
 
 def test_claimed_gpus_reach_the_pods_and_count_against_the_tenants_gpu_quota(cluster, shared, claiming_runtime, tmp_path):
     tenant = add_tenant(cluster, tenant_spec(gpus=16))
     try:
-        hard = json.loads(cluster.kubectl("get", "resourcequota", "tenant-quota", "-n", tenant.ns, "-o", "json").stdout)
+        hard = json.loads(cluster.kubectl("get", "resourcequota", "tenant-quota", "-n", tenant.ns, "-o", "json"))
         assert hard["spec"]["hard"][DEVICES] == "16", hard["spec"]["hard"]
         create(cluster, claim_template("eight-gpus", tenant.ns, 8), as_user=admin(tenant))
         create(cluster, claim_template("other-gpus", tenant.ns, 8, "gpu.example.com"), as_user=admin(tenant))
@@ -87,7 +91,7 @@ def test_claimed_gpus_reach_the_pods_and_count_against_the_tenants_gpu_quota(clu
         assert {"name": "gpus"} in node["resources"]["claims"]
 
         def claims_made() -> list:
-            listed = json.loads(cluster.kubectl("get", "resourceclaims", "-n", tenant.ns, "-o", "json").stdout)["items"]
+            listed = json.loads(cluster.kubectl("get", "resourceclaims", "-n", tenant.ns, "-o", "json"))["items"]
             return listed if len(listed) == 2 else []
 
         claims = cluster.wait(claims_made, timeout=120, what="one ResourceClaim per trainer pod")
@@ -102,7 +106,9 @@ def test_claimed_gpus_reach_the_pods_and_count_against_the_tenants_gpu_quota(clu
 
         # fit counts the claims running jobs hold: one more node waits for the quota, in its own words
         told = fit(cluster, tmp_path, claiming("one-more", claiming_runtime, tenant.ns, 1))
-        assert told.stdout.splitlines()[-1].startswith("waits: quota tenant-quota"), told.stdout + told.stderr
+        assert told.stdout.splitlines()[-1].startswith("waits: quota tenant-quota"), \
+            (told.stdout + told.stderr, quota_used(cluster, tenant.ns),
+             cluster.kubectl("get", "resourcequota,resourceclaims,pods", "-n", tenant.ns, "-o", "wide"))
         assert f"{DEVICES} 16, used 16, this job needs 8" in told.stdout, told.stdout
         assert "claims through DRA: gpu.nvidia.com 8" in told.stdout, told.stdout
     finally:
