@@ -76,7 +76,8 @@ def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
 def look(api, at: float) -> NL.Sample:
     snap = live.cluster_view(api).snapshot
     report = build_report(snap)
-    return NL.sample(at, lost_nodes(snap.nodes), report.nodes, report.queues, snap.pods)
+    return NL.sample(at, lost_nodes(snap.nodes), report.nodes, report.queues, snap.pods,
+                     queues=[t.name for t in DEFAULT_TENANTS])
 
 
 def node_ready(api, name: str) -> bool:
@@ -110,12 +111,13 @@ def drill(args, spec: ClusterSpec, replay: Replay, trace, api) -> dict:
         before.append((time.time(), sample))
         return sample.held_on_ready >= args.saturation * capacity
 
+    waited = time.time()
     wait_for(saturated, 600, f"{args.saturation:.0%} of the GPUs held", args.every, error=None)
     pods = live.list_items(api, live.PODS)
     killed = NL.nodes_to_kill(pods, gangs, args.kill)
     hit = NL.jobs_on(pods, killed)
     killed_at = time.time()
-    print(f"killing {', '.join(killed)} at {sum(1 for _ in before) * args.every:.0f}s of saturation wait; "
+    print(f"killing {', '.join(killed)} after {killed_at - waited:.0f} s waiting for saturation; "
           f"hit: {', '.join(f'{job} ({len(p)} pod(s))' for job, p in hit.items())}", flush=True)
     for node in killed:
         print("  " + power_off(spec.name, node), flush=True)

@@ -54,14 +54,17 @@ def _active(pod: dict) -> bool:
 
 
 def sample(at_s: float, lost: Iterable[str], report_nodes: Sequence[Mapping], report_queues: Sequence[Mapping],
-           pods: Sequence[dict]) -> Sample:
-    """A Sample from the report's node and queue rows and the pods as listed at the same moment."""
+           pods: Sequence[dict], queues: Iterable[str] | None = None) -> Sample:
+    """A Sample from the report's node and queue rows and the pods as listed at the same moment; `queues`: the
+    leaf queues to add up (a parent queue, `root` among them, repeats what its children hold)."""
     lost = tuple(sorted(lost))
+    wanted = None if queues is None else set(queues)
     active = [p for p in pods if _active(p)]
     return Sample(
         at_s=round(at_s, 1), lost=lost,
         report_gpus_on_lost=float(sum(float(n.get("allocated") or 0) for n in report_nodes if n.get("node") in lost)),
-        volcano_allocated=float(sum(float(q.get("volcano_allocated") or 0) for q in report_queues)),
+        volcano_allocated=float(sum(float(q.get("volcano_allocated") or 0) for q in report_queues
+                                    if wanted is None or q.get("queue") in wanted)),
         held_on_ready=sum(pod_gpus(p) for p in active if p["spec"]["nodeName"] not in lost),
         pods_on_lost=sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") in lost))
 

@@ -37,6 +37,8 @@ def test_a_sample_counts_what_holds_on_ready_nodes_beside_what_the_report_and_vo
     assert sample == NL.Sample(at_s=12.3, lost=("lost1",), report_gpus_on_lost=0.0, volcano_allocated=20.0,
                                held_on_ready=12.0, pods_on_lost=1)
     assert sample.volcano_excess == 8.0  # Volcano still charges the lost node's pod
+    with_root = [*queues, {"queue": "root", "volcano_allocated": 20}]  # a parent repeats its children
+    assert NL.sample(12.34, {"lost1"}, report_nodes, with_root, pods, queues=("q1", "q2", "q3")) == sample
 
 
 def test_a_report_counting_a_lost_nodes_gpus_shows_in_the_sample():
