@@ -114,8 +114,12 @@ def drill(args, spec: ClusterSpec, replay: Replay, trace, api) -> dict:
     waited = time.time()
     wait_for(saturated, 600, f"{args.saturation:.0%} of the GPUs held", args.every, error=None)
     pods = live.list_items(api, live.PODS)
-    killed = NL.nodes_to_kill(pods, gangs, args.kill)
-    hit = NL.jobs_on(pods, killed)
+    # hit only what outlives the death (kwok completes a pod at its time even on a dead node): NotReady, the
+    # toleration and a margin
+    outlive_s = 60 + TOLERATION_S + 30
+    now = time.time()
+    killed = NL.nodes_to_kill(pods, gangs, args.kill, now, outlive_s)
+    hit = NL.jobs_on(pods, killed, now, outlive_s)
     killed_at = time.time()
     print(f"killing {', '.join(killed)} after {killed_at - waited:.0f} s waiting for saturation; "
           f"hit: {', '.join(f'{job} ({len(p)} pod(s))' for job, p in hit.items())}", flush=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from trainyard import k8s as K
 from trainyard.scheduling.records import PodRecord
+from trainyard.timestamps import parse_time
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -53,6 +54,21 @@ def _active(pod: dict) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
 
 
+def remaining_s(pod: dict, now: float) -> float:
+    """Seconds until kwok completes the pod (its start plus the delay it is annotated with); infinite without one.
+    kwok completes a pod at that time even once its node is dead: a pod that ends before the node is seen lost
+    is not hit by the death."""
+    delay = str(((pod.get("metadata") or {}).get("annotations") or {}).get(K.KWOK_POD_COMPLETE_DELAY_ANNOTATION) or "")
+    started = (pod.get("status") or {}).get("startTime")
+    if not delay.endswith("s") or not started:
+        return float("inf")
+    return parse_time(started).timestamp() + float(delay[:-1]) - now
+
+
+def _outlives(pod: dict, now: float, min_remaining_s: float) -> bool:
+    return _active(pod) and remaining_s(pod, now) >= min_remaining_s
+
+
 def sample(at_s: float, lost: Iterable[str], report_nodes: Sequence[Mapping], report_queues: Sequence[Mapping],
            pods: Sequence[dict], queues: Iterable[str] | None = None) -> Sample:
     """A Sample from the report's node and queue rows and the pods as listed at the same moment; `queues`: the
@@ -69,24 +85,28 @@ def sample(at_s: float, lost: Iterable[str], report_nodes: Sequence[Mapping], re
         pods_on_lost=sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") in lost))
 
 
-def nodes_to_kill(pods: Sequence[dict], gang_jobs: set[str], count: int) -> list[str]:
-    """The `count` nodes holding the most pods of gangs (`gang_jobs`: trace job names of multi-pod jobs), ties
-    by name: killing them hits gangs, the case JobSet's failure policy and Volcano's gang accounting must handle."""
+def nodes_to_kill(pods: Sequence[dict], gang_jobs: set[str], count: int, now: float = 0.0,
+                  min_remaining_s: float = 0.0) -> list[str]:
+    """The `count` nodes holding the most pods of gangs (`gang_jobs`: trace job names of multi-pod jobs) that run at
+    least `min_remaining_s` more, ties by name: killing them hits gangs, the case JobSet's failure policy and
+    Volcano's gang accounting must handle."""
     per_node: dict[str, int] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         job = ((pod.get("metadata") or {}).get("labels") or {}).get(K.TRACE_JOB_LABEL)
-        if node and _active(pod) and job in gang_jobs:
+        if node and _outlives(pod, now, min_remaining_s) and job in gang_jobs:
             per_node[node] = per_node.get(node, 0) + 1
     return sorted(per_node, key=lambda n: (-per_node[n], n))[:count]
 
 
-def jobs_on(pods: Sequence[dict], nodes: Iterable[str]) -> dict[str, list[str]]:
-    """Trace job -> the pods it has bound on `nodes` (the jobs the kill hits)."""
+def jobs_on(pods: Sequence[dict], nodes: Iterable[str], now: float = 0.0,
+            min_remaining_s: float = 0.0) -> dict[str, list[str]]:
+    """Trace job -> the pods it has bound on `nodes` that run at least `min_remaining_s` more (the jobs the kill
+    hits: a pod kwok completes before the node is seen lost is not)."""
     nodes = set(nodes)
     out: dict[str, list[str]] = {}
     for pod in pods:
-        if (pod.get("spec") or {}).get("nodeName") in nodes and _active(pod):
+        if (pod.get("spec") or {}).get("nodeName") in nodes and _outlives(pod, now, min_remaining_s):
             job = ((pod.get("metadata") or {}).get("labels") or {}).get(K.TRACE_JOB_LABEL)
             if job:
                 out.setdefault(job, []).append(pod["metadata"]["name"])

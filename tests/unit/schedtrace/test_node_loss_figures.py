@@ -108,3 +108,22 @@ def test_the_figures_separate_volcanos_lag_before_the_kill_its_peak_and_what_it_
 def test_no_settled_sample_is_no_figure_rather_than_a_clean_one():
     figures = NL.figures([sample(30, ("n1",), volcano=8, held=0, pods=1)], ["n1"], settled_after_s=200)
     assert figures["volcano_excess_settled_max"] is None and figures["pods_on_lost_settled_max"] is None
+
+
+def timed(name: str, job: str, node: str, started: str, delay: str) -> dict:
+    spec = pod(name, job, node)
+    spec["metadata"]["annotations"] = {K.KWOK_POD_COMPLETE_DELAY_ANNOTATION: delay}
+    spec["status"]["startTime"] = started
+    return spec
+
+
+def test_a_pod_kwok_completes_before_the_node_is_seen_lost_is_not_hit():
+    from trainyard.timestamps import parse_time
+
+    now = parse_time("2026-01-01T00:10:00Z").timestamp()
+    pods = [timed("g1-0", "g1", "n1", "2026-01-01T00:00:00Z", "620s"),   # 20 s left: done before NotReady
+            timed("g2-0", "g2", "n2", "2026-01-01T00:09:00Z", "600s"),   # 540 s left
+            pod("g3-0", "g3", "n1")]                                    # no delay: runs until stopped
+    assert NL.remaining_s(pods[0], now) == pytest.approx(20) and NL.remaining_s(pods[2], now) == float("inf")
+    assert NL.nodes_to_kill(pods, {"g1", "g2"}, 2, now, 150) == ["n2"]
+    assert NL.jobs_on(pods, ["n1", "n2"], now, 150) == {"g2": ["g2-0"], "g3": ["g3-0"]}
