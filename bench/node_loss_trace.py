@@ -105,20 +105,27 @@ def drill(args, spec: ClusterSpec, replay: Replay, trace, api) -> dict:
         trace, "gang", gang=True, direct=False, timeout=timeout)), daemon=True)
     runner.start()
     before: list[tuple[float, NL.Sample]] = []
-
-    def saturated():
-        sample = look(api, 0.0)
-        before.append((time.time(), sample))
-        return sample.held_on_ready >= args.saturation * capacity
-
-    waited = time.time()
-    wait_for(saturated, 600, f"{args.saturation:.0%} of the GPUs held", args.every, error=None)
-    pods = live.list_items(api, live.PODS)
     # hit only what outlives the death (kwok completes a pod at its time even on a dead node): NotReady, the
     # toleration and a margin
     outlive_s = 60 + TOLERATION_S + 30
-    now = time.time()
-    killed = NL.nodes_to_kill(pods, gangs, args.kill, now, outlive_s)
+
+    def targets() -> tuple[list[dict], float, list[str]] | None:
+        """Once saturated: the pods and the nodes to kill, when `--kill` nodes hold gang pods that outlive it."""
+        sample = look(api, 0.0)
+        before.append((time.time(), sample))
+        if sample.held_on_ready < args.saturation * capacity:
+            return None
+        pods, now = live.list_items(api, live.PODS), time.time()
+        nodes = NL.nodes_to_kill(pods, gangs, args.kill, now, outlive_s)
+        return (pods, now, nodes) if len(nodes) == args.kill else None
+
+    waited = time.time()
+    found = wait_for(targets, 900, f"{args.saturation:.0%} of the GPUs held and {args.kill} node(s) to kill",
+                     args.every, error=None)
+    if not found:
+        raise SystemExit(f"no {args.kill} node(s) held gang pods running {outlive_s} s more within 900 s; "
+                         "use another --seed or a larger --duration-scale")
+    pods, now, killed = found
     hit = NL.jobs_on(pods, killed, now, outlive_s)
     killed_at = time.time()
     print(f"killing {', '.join(killed)} after {killed_at - waited:.0f} s waiting for saturation; "
